@@ -1,0 +1,143 @@
+//! Directories: open, read (plain and plus), sync.
+//!
+//! A directory's entries are read whole from the lower at offset 0 and served from that
+//! snapshot; offsets are indexes into it, so a rewind reads the lower again.
+
+use std::ffi::{CStr, CString, OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::time::Duration;
+
+use fuser::{Errno, FileType};
+
+use super::data::sync_fd;
+use super::{Core, Entry};
+use crate::attr::to_attr;
+use crate::handles::{DirEntry, DirHandle};
+use crate::layer::Layer;
+use crate::lower::empty_stat;
+
+/// One page of a directory listing, ready for the reply.
+#[derive(Debug)]
+pub struct DirPage {
+    /// `(offset of the next entry, entry)` pairs.
+    pub entries: Vec<(u64, DirEntry)>,
+}
+
+fn kind_of(d_type: u8) -> FileType {
+    match d_type {
+        libc::DT_DIR => FileType::Directory,
+        libc::DT_LNK => FileType::Symlink,
+        libc::DT_FIFO => FileType::NamedPipe,
+        libc::DT_CHR => FileType::CharDevice,
+        libc::DT_BLK => FileType::BlockDevice,
+        libc::DT_SOCK => FileType::Socket,
+        _ => FileType::RegularFile,
+    }
+}
+
+/// Reads every entry of an open directory fd (a duplicate is consumed by `fdopendir`).
+fn read_all(fd: &std::os::fd::OwnedFd) -> Result<Vec<DirEntry>, Errno> {
+    let dup = fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(dup);
+    // SAFETY: `raw` is ours; fdopendir takes it over, closedir closes it.
+    let dir = unsafe { libc::fdopendir(raw) };
+    if dir.is_null() {
+        // SAFETY: fdopendir failed, so `raw` is still ours to close.
+        unsafe { libc::close(raw) };
+        return Err(Errno::from(std::io::Error::last_os_error()));
+    }
+    // SAFETY: `dir` is a valid DIR*; rewind since the dup shares the offset.
+    unsafe { libc::rewinddir(dir) };
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: valid DIR*; the entry is copied before the next call.
+        let ent = unsafe { libc::readdir64(dir) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: readdir returned a valid entry with a NUL-terminated name.
+        let (name, ino, ty) = unsafe {
+            let e = &*ent;
+            (CStr::from_ptr(e.d_name.as_ptr()).to_bytes().to_vec(), e.d_ino, e.d_type)
+        };
+        out.push(DirEntry { name: OsString::from_vec(name), ino, kind: kind_of(ty) });
+    }
+    // SAFETY: valid DIR*, closed once.
+    unsafe { libc::closedir(dir) };
+    Ok(out)
+}
+
+impl<L: Layer> Core<L> {
+    /// OPENDIR.
+    pub fn opendir(&self, id: u64) -> Result<u64, Errno> {
+        let (dev, ino) = self.inodes.with(id, |n| (n.dev, n.ino))?;
+        let path = self.inodes.path(id)?;
+        let fd = match self.lower.open_at(&path, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
+            Err(e) => return Err(Errno::from(e)),
+        };
+        let st = crate::lower::fstat(fd.as_raw_fd()).map_err(Errno::from)?;
+        if !crate::lower::same_file(&st, dev, ino) {
+            return Err(Errno::ESTALE);
+        }
+        Ok(self.handles.add_dir(DirHandle { fd, entries: Default::default() }))
+    }
+
+    /// READDIR / READDIRPLUS: entries from `offset` on, at most `max` of them.
+    pub fn readdir(&self, fh: u64, offset: u64, max: usize) -> Result<DirPage, Errno> {
+        let h = self.handles.dir(fh)?;
+        let mut guard = h.entries.lock();
+        if offset == 0 || guard.is_none() {
+            *guard = Some(read_all(&h.fd)?);
+        }
+        let all = guard.as_ref().expect("filled above");
+        let entries = all
+            .iter()
+            .enumerate()
+            .skip(offset as usize)
+            .take(max)
+            .map(|(i, e)| (i as u64 + 1, e.clone()))
+            .collect();
+        Ok(DirPage { entries })
+    }
+
+    /// The entry READDIRPLUS sends for one name; None when the name is gone.
+    ///
+    /// Every entry is a real node (a zero node id would also zero `d_ino`, and glibc hides such
+    /// entries). Live names get their class's TTL of zero, so their next use looks them up
+    /// again, with a refresh. "." and ".." are not counted: the kernel takes no reference on them.
+    pub fn plus_entry(&self, dir: u64, fh: u64, name: &OsStr) -> Option<Entry> {
+        if name == "." || name == ".." {
+            let id = if name == "." { dir } else { self.inodes.with(dir, |n| n.parent).ok()? };
+            let st = self.stat_node(id).ok()?;
+            return Some(Entry { attr: to_attr(id, &st), entry_ttl: Duration::ZERO, attr_ttl: Duration::ZERO });
+        }
+        let h = self.handles.dir(fh).ok()?;
+        let cname = CString::new(name.as_bytes()).ok()?;
+        let mut st = empty_stat();
+        // SAFETY: valid dir fd, C string and out-pointer.
+        let r = unsafe { libc::fstatat(h.fd.as_raw_fd(), cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r < 0 {
+            return None;
+        }
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let class = self.child_class(dir, name, is_dir).ok()?;
+        let path = self.inodes.child_path(dir, name).ok()?;
+        let id = self.found(dir, name, &st, class, &path);
+        let p = self.policy(class);
+        Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl })
+    }
+
+    /// RELEASEDIR.
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove_dir(fh);
+    }
+
+    /// FSYNCDIR.
+    pub fn fsyncdir(&self, fh: u64, datasync: bool) -> Result<(), Errno> {
+        let h = self.handles.dir(fh)?;
+        sync_fd(h.fd.as_fd(), datasync)
+    }
+}

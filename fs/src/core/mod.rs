@@ -1,0 +1,345 @@
+//! The passthrough core: every FUSE operation as a plain function returning `Result<_, Errno>`.
+//!
+//! Inodes are kept by path (`inode`), handles only while open (`handles`), and every decision
+//! about caching and freshness is asked of the `Layer`. The FUSE glue (`filesystem`) only turns
+//! requests into calls of these functions and replies once.
+
+mod data;
+mod dir;
+mod namespace;
+mod xattr;
+
+use std::ffi::{CStr, OsStr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::{Errno, FileAttr, TimeOrNow};
+
+use crate::attr::to_attr;
+use crate::handles::Handles;
+use crate::inode::{Found, InodeTable, ROOT};
+use crate::layer::{Answer, Layer, LookupView};
+use crate::lower::{fstat, proc_fd_path, same_file, Lower};
+use crate::policy::{CachePolicy, Class};
+
+pub use data::Opened;
+pub use dir::DirPage;
+pub use namespace::Caller;
+pub use xattr::XattrReply;
+
+/// Options of the core that are not per class.
+#[derive(Debug, Clone)]
+pub struct CoreOptions {
+    /// Use FUSE passthrough for file data when the kernel offers it. Default true.
+    pub passthrough: bool,
+    /// `max_stack_depth` to ask for with passthrough (1 over a plain fs, 2 over a FUSE lower).
+    pub max_stack_depth: u32,
+    /// How many O_PATH fds the layer may pin. Default 4096.
+    pub pin_budget: usize,
+}
+
+impl Default for CoreOptions {
+    fn default() -> Self {
+        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096 }
+    }
+}
+
+/// A looked-up entry: node id, attributes and the TTLs to send.
+#[derive(Debug)]
+pub struct Entry {
+    /// Attributes; `ino` 0 means a negative entry.
+    pub attr: FileAttr,
+    /// Entry TTL.
+    pub entry_ttl: Duration,
+    /// Attribute TTL.
+    pub attr_ttl: Duration,
+}
+
+/// The passthrough filesystem over one lower directory.
+#[derive(Debug)]
+pub struct Core<L: Layer> {
+    pub(crate) lower: Lower,
+    pub(crate) inodes: InodeTable,
+    pub(crate) handles: Handles,
+    pub(crate) layer: L,
+    pub(crate) opts: CoreOptions,
+    /// Set at init when the kernel accepted passthrough.
+    pub(crate) passthrough_on: AtomicBool,
+}
+
+fn io_err(e: std::io::Error) -> Errno {
+    Errno::from(e)
+}
+
+impl<L: Layer> Core<L> {
+    /// A core over `lower`, whose root is classified as `root_class`.
+    pub fn new(lower: Lower, layer: L, root_class: Class, opts: CoreOptions) -> std::io::Result<Self> {
+        let st = lower.stat(c".")?;
+        let inodes = InodeTable::new(&st, root_class, opts.pin_budget);
+        Ok(Core { lower, inodes, handles: Handles::default(), layer, opts, passthrough_on: AtomicBool::new(false) })
+    }
+
+    /// The layer.
+    pub fn layer(&self) -> &L {
+        &self.layer
+    }
+
+    /// Whether passthrough was accepted by the kernel.
+    pub fn passthrough_active(&self) -> bool {
+        self.passthrough_on.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_passthrough(&self, on: bool) {
+        self.passthrough_on.store(on, Ordering::Relaxed);
+    }
+
+    /// Nodes currently known (for memory reports).
+    pub fn node_count(&self) -> usize {
+        self.inodes.len()
+    }
+
+    pub(crate) fn class_of(&self, id: u64) -> Result<Class, Errno> {
+        self.inodes.with(id, |n| n.class)
+    }
+
+    pub(crate) fn policy(&self, class: Class) -> CachePolicy {
+        self.layer.cache(class)
+    }
+
+    /// Class a new child of `parent` gets.
+    pub(crate) fn child_class(&self, parent: u64, name: &OsStr, is_dir: bool) -> Result<Class, Errno> {
+        Ok(self.layer.classify(self.class_of(parent)?, name, is_dir))
+    }
+
+    /// The stat of a node, verified to still be the same file (ESTALE otherwise).
+    pub(crate) fn stat_node(&self, id: u64) -> Result<libc::stat, Errno> {
+        let (dev, ino, pinned, class) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class))?;
+        if let Some(fd) = pinned {
+            return fstat(fd.as_raw_fd()).map_err(io_err);
+        }
+        let path = self.inodes.path(id)?;
+        if self.policy(class).refresh {
+            self.lower.refresh(&path);
+        }
+        match self.lower.stat(&path) {
+            Ok(st) if same_file(&st, dev, ino) => Ok(st),
+            // Replaced or gone on the lower: make the kernel walk the path again.
+            Ok(_) => Err(Errno::ESTALE),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+
+    /// An O_PATH fd on a node, verified to be the same file.
+    pub(crate) fn node_fd(&self, id: u64) -> Result<Arc<OwnedFd>, Errno> {
+        let (dev, ino, pinned) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone()))?;
+        if let Some(fd) = pinned {
+            return Ok(fd);
+        }
+        let path = self.inodes.path(id)?;
+        let fd = match self.lower.open_at(&path, libc::O_PATH, 0) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
+            Err(e) => return Err(io_err(e)),
+        };
+        let st = fstat(fd.as_raw_fd()).map_err(io_err)?;
+        if !same_file(&st, dev, ino) {
+            return Err(Errno::ESTALE);
+        }
+        Ok(Arc::new(fd))
+    }
+
+    fn entry_for(&self, id: u64, st: &libc::stat, class: Class, ttl: Option<Duration>) -> Entry {
+        let p = self.policy(class);
+        Entry { attr: to_attr(id, st), entry_ttl: ttl.unwrap_or(p.entry_ttl), attr_ttl: p.attr_ttl }
+    }
+
+    fn negative(&self, class: Class, ttl: Option<Duration>) -> Result<Entry, Errno> {
+        let ttl = ttl.unwrap_or(self.policy(class).negative_ttl);
+        if ttl.is_zero() {
+            return Err(Errno::ENOENT);
+        }
+        let st = crate::lower::empty_stat();
+        Ok(Entry { attr: to_attr(0, &st), entry_ttl: ttl, attr_ttl: ttl })
+    }
+
+    /// Records a name the core itself just created or found, and builds its entry.
+    pub(crate) fn record(&self, parent: u64, name: &OsStr, path: &CStr) -> Result<Entry, Errno> {
+        let st = self.lower.stat(path).map_err(io_err)?;
+        let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
+        let id = self.found(parent, name, &st, class, path);
+        Ok(self.entry_for(id, &st, class, None))
+    }
+
+    fn found(&self, parent: u64, name: &OsStr, st: &libc::stat, class: Class, path: &CStr) -> u64 {
+        let pin = || self.lower.open_at(path, libc::O_PATH, 0).ok();
+        let pin_ref: Option<&dyn Fn() -> Option<OwnedFd>> = if self.layer.pin(class) { Some(&pin) } else { None };
+        self.inodes.found(Found { parent, name, st, class }, pin_ref)
+    }
+
+    /// LOOKUP.
+    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, Errno> {
+        let parent_class = self.class_of(parent)?;
+        let guess = self.layer.classify(parent_class, name, false);
+        let path = self.inodes.child_path(parent, name)?;
+        if self.policy(guess).refresh {
+            self.lower.refresh(&path);
+        }
+        let st = match self.lower.stat(&path) {
+            Ok(st) => Some(st),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(io_err(e)),
+        };
+        let class = match &st {
+            Some(st) => self.layer.classify(parent_class, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            None => guess,
+        };
+        let fresh = st.as_ref().map(|st| self.inodes.id_for(st));
+        let (answer, ttl) = self.layer.answer(&LookupView { parent, name, class, fresh });
+        let result = match (answer, st) {
+            (Answer::Old(old), _) if Some(old) != fresh && self.inodes.add_lookup(old) => {
+                let st = self.inodes.with(old, |n| n.pinned.clone())?;
+                match st.map(|fd| fstat(fd.as_raw_fd())) {
+                    Some(Ok(st)) => Ok(self.entry_for(old, &st, class, ttl)),
+                    _ => {
+                        self.inodes.forget(old, 1);
+                        Err(Errno::ENOENT)
+                    }
+                }
+            }
+            (Answer::Missing, _) | (_, None) => self.negative(class, ttl),
+            (_, Some(st)) => {
+                let id = self.found(parent, name, &st, class, &path);
+                Ok(self.entry_for(id, &st, class, ttl))
+            }
+        };
+        match &result {
+            Ok(e) => self.layer.answered(parent, name, (e.attr.ino.0 != 0).then_some(e.attr.ino.0), e.entry_ttl),
+            Err(_) => self.layer.answered(parent, name, None, Duration::ZERO),
+        }
+        result
+    }
+
+    /// FORGET.
+    pub fn forget(&self, id: u64, n: u64) {
+        self.inodes.forget(id, n);
+    }
+
+    /// GETATTR; with an open handle the handle's file answers.
+    pub fn getattr(&self, id: u64, fh: Option<u64>) -> Result<(FileAttr, Duration), Errno> {
+        let class = self.class_of(id)?;
+        let st = match fh.map(|fh| self.handles.file(fh)) {
+            Some(Ok(h)) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+            _ => self.stat_node(id)?,
+        };
+        Ok((to_attr(id, &st), self.policy(class).attr_ttl))
+    }
+
+    /// SETATTR: mode, owner, size and times, in that order, on the handle or the verified node.
+    #[allow(clippy::too_many_arguments)]
+    pub fn setattr(
+        &self,
+        id: u64,
+        fh: Option<u64>,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+    ) -> Result<(FileAttr, Duration), Errno> {
+        let handle = fh.and_then(|fh| self.handles.file(fh).ok());
+        let node = self.node_fd(id)?;
+        let proc_path = proc_fd_path(node.as_raw_fd());
+        let is_link = self.inodes.with(id, |n| n.kind == libc::S_IFLNK)?;
+        if let Some(mode) = mode {
+            if is_link {
+                return Err(Errno::EOPNOTSUPP);
+            }
+            // SAFETY: valid C string.
+            cvt(unsafe { libc::chmod(proc_path.as_ptr(), (mode & 0o7777) as libc::mode_t) })?;
+        }
+        if uid.is_some() || gid.is_some() {
+            let (u, g) = (uid.unwrap_or(u32::MAX), gid.unwrap_or(u32::MAX));
+            // SAFETY: O_PATH fds may be chowned through AT_EMPTY_PATH.
+            cvt(unsafe {
+                libc::fchownat(node.as_raw_fd(), c"".as_ptr(), u, g, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+            })?;
+        }
+        if let Some(size) = size {
+            let _ = match &handle {
+                // SAFETY: valid fd.
+                Some(h) => cvt(unsafe { libc::ftruncate(h.fd.as_raw_fd(), size as libc::off_t) })?,
+                // SAFETY: valid C string.
+                None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
+            };
+        }
+        if atime.is_some() || mtime.is_some() {
+            let ts = [timespec(atime), timespec(mtime)];
+            if is_link {
+                // SAFETY: valid fd, empty path with AT_EMPTY_PATH works on O_PATH fds.
+                cvt(unsafe {
+                    libc::utimensat(node.as_raw_fd(), c"".as_ptr(), ts.as_ptr(), libc::AT_EMPTY_PATH)
+                })?;
+            } else {
+                // SAFETY: valid C string and two timespecs.
+                cvt(unsafe { libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), ts.as_ptr(), 0) })?;
+            }
+        }
+        let st = match &handle {
+            Some(h) => fstat(h.fd.as_raw_fd()),
+            None => fstat(node.as_raw_fd()),
+        }
+        .map_err(io_err)?;
+        let class = self.class_of(id)?;
+        Ok((to_attr(id, &st), self.policy(class).attr_ttl))
+    }
+
+    /// READLINK.
+    pub fn readlink(&self, id: u64) -> Result<Vec<u8>, Errno> {
+        let fd = self.node_fd(id)?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: valid fd, empty path (reads the O_PATH symlink itself), buffer of given size.
+        let n = unsafe { libc::readlinkat(fd.as_raw_fd(), c"".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(Errno::from(std::io::Error::last_os_error()));
+        }
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    /// STATFS of the lower.
+    pub fn statfs(&self) -> Result<libc::statvfs, Errno> {
+        self.lower.statfs().map_err(io_err)
+    }
+
+    /// ACCESS: existence check (permission checks are the kernel's, `default_permissions`).
+    pub fn access(&self, id: u64) -> Result<(), Errno> {
+        if id == ROOT {
+            return Ok(());
+        }
+        self.stat_node(id).map(drop)
+    }
+}
+
+/// -1 → errno, as an `Errno`.
+pub(crate) fn cvt(ret: libc::c_int) -> Result<libc::c_int, Errno> {
+    if ret < 0 {
+        Err(Errno::from(std::io::Error::last_os_error()))
+    } else {
+        Ok(ret)
+    }
+}
+
+fn timespec(t: Option<TimeOrNow>) -> libc::timespec {
+    match t {
+        None => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        Some(TimeOrNow::Now) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        Some(TimeOrNow::SpecificTime(t)) => {
+            let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long }
+        }
+    }
+}

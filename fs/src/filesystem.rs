@@ -1,0 +1,425 @@
+//! The FUSE glue: each request becomes one call into `Core`, with one reply site and a debug span.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::SystemTime;
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
+};
+use tracing::{debug, debug_span, info, warn};
+
+use crate::core::{Caller, Core, Entry, Opened, XattrReply};
+use crate::layer::Layer;
+
+const GEN: Generation = Generation(0);
+
+fn caller(req: &Request) -> Caller {
+    Caller { uid: req.uid(), gid: req.gid(), pid: req.pid() }
+}
+
+fn reply_entry(reply: ReplyEntry, r: Result<Entry, Errno>) {
+    match r {
+        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, GEN),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, r: Result<XattrReply, Errno>) {
+    match r {
+        Ok(XattrReply::Size(n)) => reply.size(n),
+        Ok(XattrReply::Data(d)) => reply.data(&d),
+        Err(e) => reply.error(e),
+    }
+}
+
+impl<L: Layer> Core<L> {
+    /// Registers an opened file and answers OPEN, with passthrough when it was asked for and
+    /// the kernel takes the backing file.
+    fn reply_opened(&self, reply: ReplyOpen, o: Opened) {
+        if o.passthrough {
+            match reply.open_backing(&o.fd) {
+                Ok(id) => {
+                    let fh = self.register(o.fd);
+                    reply.opened_passthrough(FileHandle(fh), o.flags | FopenFlags::FOPEN_PASSTHROUGH, &id);
+                    self.keep_backing(fh, id);
+                    return;
+                }
+                Err(e) => warn!(error = %e, "passthrough refused for this file; serving reads and writes"),
+            }
+        }
+        let fh = self.register(o.fd);
+        reply.opened(FileHandle(fh), o.flags);
+    }
+
+    fn reply_created(&self, reply: ReplyCreate, e: Entry, o: Opened) {
+        if o.passthrough {
+            match reply.open_backing(&o.fd) {
+                Ok(id) => {
+                    let fh = self.register(o.fd);
+                    reply.created_passthrough(
+                        &e.entry_ttl,
+                        &e.attr,
+                        GEN,
+                        FileHandle(fh),
+                        o.flags | FopenFlags::FOPEN_PASSTHROUGH,
+                        &id,
+                    );
+                    self.keep_backing(fh, id);
+                    return;
+                }
+                Err(err) => warn!(error = %err, "passthrough refused for this file; serving reads and writes"),
+            }
+        }
+        let fh = self.register(o.fd);
+        reply.created(&e.entry_ttl, &e.attr, GEN, FileHandle(fh), o.flags);
+    }
+}
+
+impl<L: Layer> Filesystem for Core<L> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let caps = config.capabilities();
+        let wanted = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC;
+        let _ = config.add_capabilities(wanted & caps);
+        let _ = config.set_max_background(64);
+        let pass = self.opts.passthrough
+            && caps.contains(InitFlags::FUSE_PASSTHROUGH)
+            && config.set_max_stack_depth(self.opts.max_stack_depth).is_ok()
+            && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok();
+        self.set_passthrough(pass);
+        info!(
+            abi = %config.kernel_abi(),
+            passthrough = pass,
+            offered = caps.contains(InitFlags::FUSE_PASSTHROUGH),
+            "kernel connection initialised"
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
+        reply_entry(reply, Core::lookup(self, parent.0, name));
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        Core::forget(self, ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _s = debug_span!("getattr", ino = ino.0).entered();
+        match Core::getattr(self, ino.0, fh.map(|f| f.0)) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let _s = debug_span!("setattr", ino = ino.0, ?mode, ?uid, ?gid, ?size).entered();
+        match Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
+            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let _s = debug_span!("readlink", ino = ino.0).entered();
+        match Core::readlink(self, ino.0) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        let _s = debug_span!("mknod", parent = parent.0, ?name, mode).entered();
+        reply_entry(reply, Core::mknod(self, parent.0, name, mode, umask, rdev, caller(req)));
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let _s = debug_span!("mkdir", parent = parent.0, ?name, mode).entered();
+        reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _s = debug_span!("unlink", parent = parent.0, ?name).entered();
+        reply_empty(reply, Core::unlink(self, parent.0, name));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _s = debug_span!("rmdir", parent = parent.0, ?name).entered();
+        reply_empty(reply, Core::rmdir(self, parent.0, name));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let _s = debug_span!("symlink", parent = parent.0, name = ?link_name).entered();
+        reply_entry(reply, Core::symlink(self, parent.0, link_name, target, caller(req)));
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let _s = debug_span!("rename", parent = parent.0, ?name, newparent = newparent.0, ?newname).entered();
+        reply_empty(reply, Core::rename(self, parent.0, name, newparent.0, newname, flags.bits()));
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let _s = debug_span!("link", ino = ino.0, newparent = newparent.0, ?newname).entered();
+        reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
+        match Core::open(self, ino.0, flags.0) {
+            Ok(o) => self.reply_opened(reply, o),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let _s = debug_span!("read", ino = ino.0, offset, size).entered();
+        match Core::read(self, fh.0, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let _s = debug_span!("write", ino = ino.0, offset, len = data.len()).entered();
+        match Core::write(self, fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        let _s = debug_span!("flush", ino = ino.0).entered();
+        reply_empty(reply, Core::flush(self, fh.0));
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _s = debug_span!("release", ino = ino.0).entered();
+        Core::release(self, fh.0);
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let _s = debug_span!("fsync", ino = ino.0).entered();
+        reply_empty(reply, Core::fsync(self, fh.0, datasync));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _s = debug_span!("opendir", ino = ino.0).entered();
+        match Core::opendir(self, ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let _s = debug_span!("readdir", ino = ino.0, offset).entered();
+        match Core::readdir(self, fh.0, offset, usize::MAX) {
+            Ok(page) => {
+                for (next, e) in page.entries {
+                    if reply.add(INodeNo(e.ino.max(1)), next, e.kind, &e.name) {
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let _s = debug_span!("readdirplus", ino = ino.0, offset).entered();
+        match Core::readdir(self, fh.0, offset, usize::MAX) {
+            Ok(page) => {
+                for (next, e) in page.entries {
+                    let Some(entry) = self.plus_entry(ino.0, fh.0, &e.name) else { continue };
+                    if reply.add(entry.attr.ino, next, &e.name, &entry.entry_ttl, &entry.attr, GEN) {
+                        // The buffer is full: the kernel never saw this entry, so undo its count.
+                        if e.name != "." && e.name != ".." {
+                            Core::forget(self, entry.attr.ino.0, 1);
+                        }
+                        break;
+                    }
+                }
+                reply.ok();
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        let _s = debug_span!("releasedir", ino = ino.0).entered();
+        Core::releasedir(self, fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let _s = debug_span!("fsyncdir", ino = ino.0).entered();
+        reply_empty(reply, Core::fsyncdir(self, fh.0, datasync));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _s = debug_span!("statfs").entered();
+        match Core::statfs(self) {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let _s = debug_span!("setxattr", ino = ino.0, ?name).entered();
+        reply_empty(reply, Core::setxattr(self, ino.0, name, value, flags));
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _s = debug_span!("getxattr", ino = ino.0, ?name).entered();
+        reply_xattr(reply, Core::getxattr(self, ino.0, name, size));
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _s = debug_span!("listxattr", ino = ino.0).entered();
+        reply_xattr(reply, Core::listxattr(self, ino.0, size));
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let _s = debug_span!("removexattr", ino = ino.0, ?name).entered();
+        reply_empty(reply, Core::removexattr(self, ino.0, name));
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        let _s = debug_span!("access", ino = ino.0).entered();
+        reply_empty(reply, Core::access(self, ino.0));
+    }
+
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        let _s = debug_span!("create", parent = parent.0, ?name, mode, flags).entered();
+        match Core::create(self, parent.0, name, mode, umask, flags, caller(req)) {
+            Ok((e, o)) => self.reply_created(reply, e, o),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+        let _s = debug_span!("fallocate", ino = ino.0, offset, length, mode).entered();
+        reply_empty(reply, Core::fallocate(self, fh.0, offset, length, mode));
+    }
+
+    fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let _s = debug_span!("lseek", ino = ino.0, offset, whence).entered();
+        match Core::lseek(self, fh.0, offset, whence) {
+            Ok(o) => reply.offset(o),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let _s = debug_span!("copy_file_range", ino = ino_in.0, len).entered();
+        match Core::copy_file_range(self, fh_in.0, offset_in, fh_out.0, offset_out, len) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn destroy(&mut self) {
+        debug!("session destroyed");
+    }
+}

@@ -1,0 +1,254 @@
+//! The inode store: nodes by path, not by pinned fd.
+//!
+//! A node remembers its parent and name (so its lower path can be rebuilt) and the lower's
+//! `(st_dev, st_ino)` (so a name the host replaced is detected and answered with ESTALE). No fd
+//! is held per node, which keeps a 100,000-file checkout under the 20,000 open-file limit; a
+//! policy may pin an O_PATH fd for a few classes, under a budget.
+//!
+//! The FUSE node id is the lower's inode number where that is unambiguous (the root's device),
+//! so `st_ino` seen in the box matches the share and survives a remount; files on other devices
+//! get synthetic ids from the top half of the range.
+
+use std::ffi::{CString, OsStr};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use fuser::Errno;
+
+use crate::policy::Class;
+
+/// The FUSE root node id.
+pub const ROOT: u64 = 1;
+const SYNTHETIC_BASE: u64 = 1 << 63;
+
+/// One known inode.
+#[derive(Debug)]
+pub struct Node {
+    /// Parent node id (the root is its own parent).
+    pub parent: u64,
+    /// Name in the parent, as last looked up.
+    pub name: Box<OsStr>,
+    /// Lower device.
+    pub dev: u64,
+    /// Lower inode number.
+    pub ino: u64,
+    /// `st_mode & S_IFMT`.
+    pub kind: u32,
+    /// Path class.
+    pub class: Class,
+    /// Kernel lookup count.
+    pub nlookup: u64,
+    /// An O_PATH fd kept by policy: the node then keeps reading the file it was looked up as.
+    pub pinned: Option<Arc<OwnedFd>>,
+}
+
+/// All nodes the kernel knows.
+#[derive(Debug)]
+pub struct InodeTable {
+    nodes: DashMap<u64, Node>,
+    synthetic: DashMap<(u64, u64), u64>,
+    next_synthetic: AtomicU64,
+    root_dev: u64,
+    root_ino: u64,
+    pins: AtomicUsize,
+    pin_budget: usize,
+}
+
+/// What a lookup learned about a name on the lower.
+pub struct Found<'a> {
+    /// Parent node id.
+    pub parent: u64,
+    /// Name in the parent.
+    pub name: &'a OsStr,
+    /// The lower's stat.
+    pub st: &'a libc::stat,
+    /// Class of the name.
+    pub class: Class,
+}
+
+impl InodeTable {
+    /// A table whose root is the lower root with the given stat.
+    pub fn new(root: &libc::stat, root_class: Class, pin_budget: usize) -> InodeTable {
+        let t = InodeTable {
+            nodes: DashMap::new(),
+            synthetic: DashMap::new(),
+            next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
+            root_dev: root.st_dev,
+            root_ino: root.st_ino,
+            pins: AtomicUsize::new(0),
+            pin_budget,
+        };
+        t.nodes.insert(
+            ROOT,
+            Node {
+                parent: ROOT,
+                name: OsStr::new("").into(),
+                dev: root.st_dev,
+                ino: root.st_ino,
+                kind: libc::S_IFDIR,
+                class: root_class,
+                nlookup: 1,
+                pinned: None,
+            },
+        );
+        t
+    }
+
+    /// The node id for a lower file.
+    pub fn id_for(&self, st: &libc::stat) -> u64 {
+        if st.st_dev == self.root_dev {
+            if st.st_ino == self.root_ino {
+                return ROOT;
+            }
+            if st.st_ino != ROOT && st.st_ino < SYNTHETIC_BASE {
+                return st.st_ino;
+            }
+        }
+        *self
+            .synthetic
+            .entry((st.st_dev, st.st_ino))
+            .or_insert_with(|| self.next_synthetic.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Records a kernel lookup of a name; returns the node id. `pin` supplies an fd to pin
+    /// when the policy wants one and the budget allows.
+    pub fn found(&self, f: Found<'_>, pin: Option<&dyn Fn() -> Option<OwnedFd>>) -> u64 {
+        let id = self.id_for(f.st);
+        let kind = f.st.st_mode & libc::S_IFMT;
+        let mut entry = self.nodes.entry(id).or_insert_with(|| Node {
+            parent: f.parent,
+            name: f.name.into(),
+            dev: f.st.st_dev,
+            ino: f.st.st_ino,
+            kind,
+            class: f.class,
+            nlookup: 0,
+            pinned: None,
+        });
+        let node = entry.value_mut();
+        if id != ROOT && (node.parent != f.parent || *node.name != *f.name) {
+            node.parent = f.parent;
+            node.name = f.name.into();
+        }
+        if node.kind != kind || node.dev != f.st.st_dev || node.ino != f.st.st_ino {
+            // Same id, another file (inode number reused): start over, keep the kernel's count.
+            node.kind = kind;
+            node.dev = f.st.st_dev;
+            node.ino = f.st.st_ino;
+            if node.pinned.take().is_some() {
+                self.pins.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        node.class = f.class;
+        node.nlookup += 1;
+        if node.pinned.is_none() && self.pins.load(Ordering::Relaxed) < self.pin_budget {
+            if let Some(fd) = pin.and_then(|p| p()) {
+                node.pinned = Some(Arc::new(fd));
+                self.pins.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        id
+    }
+
+    /// Adds one kernel reference to an existing node (a stale answer served again).
+    pub fn add_lookup(&self, id: u64) -> bool {
+        match self.nodes.get_mut(&id) {
+            Some(mut n) => {
+                n.nlookup += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drops `n` kernel references; the node goes when none are left.
+    pub fn forget(&self, id: u64, n: u64) {
+        if id == ROOT {
+            return;
+        }
+        let gone = match self.nodes.get_mut(&id) {
+            Some(mut node) => {
+                node.nlookup = node.nlookup.saturating_sub(n);
+                node.nlookup == 0
+            }
+            None => false,
+        };
+        if gone {
+            if let Some((_, node)) = self.nodes.remove_if(&id, |_, node| node.nlookup == 0) {
+                if node.pinned.is_some() {
+                    self.pins.fetch_sub(1, Ordering::Relaxed);
+                }
+                if node.dev != self.root_dev || id >= SYNTHETIC_BASE {
+                    self.synthetic.remove(&(node.dev, node.ino));
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on a node.
+    pub fn with<T>(&self, id: u64, f: impl FnOnce(&Node) -> T) -> Result<T, Errno> {
+        self.nodes.get(&id).map(|n| f(&n)).ok_or(Errno::ESTALE)
+    }
+
+    /// Moves a node to a new parent and name (after a rename through seamfs).
+    pub fn moved(&self, id: u64, parent: u64, name: &OsStr, class: Class) {
+        if let Some(mut n) = self.nodes.get_mut(&id) {
+            n.parent = parent;
+            n.name = name.into();
+            n.class = class;
+        }
+    }
+
+    /// The node's path relative to the lower root ("." for the root).
+    pub fn path(&self, id: u64) -> Result<CString, Errno> {
+        self.path_with(id, None)
+    }
+
+    /// The path of `name` inside directory `parent`.
+    pub fn child_path(&self, parent: u64, name: &OsStr) -> Result<CString, Errno> {
+        self.path_with(parent, Some(name))
+    }
+
+    fn path_with(&self, id: u64, leaf: Option<&OsStr>) -> Result<CString, Errno> {
+        let mut parts: Vec<Box<OsStr>> = Vec::with_capacity(8);
+        let mut cur = id;
+        while cur != ROOT {
+            let n = self.nodes.get(&cur).ok_or(Errno::ESTALE)?;
+            parts.push(n.name.clone());
+            cur = n.parent;
+            if parts.len() > 4096 {
+                return Err(Errno::ELOOP);
+            }
+        }
+        let mut buf: Vec<u8> = Vec::with_capacity(128);
+        for p in parts.iter().rev() {
+            if !buf.is_empty() {
+                buf.push(b'/');
+            }
+            buf.extend_from_slice(p.as_bytes());
+        }
+        if let Some(leaf) = leaf {
+            if !buf.is_empty() {
+                buf.push(b'/');
+            }
+            buf.extend_from_slice(leaf.as_bytes());
+        }
+        if buf.is_empty() {
+            buf.push(b'.');
+        }
+        CString::new(buf).map_err(|_| Errno::EINVAL)
+    }
+
+    /// Number of nodes (for memory reports).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// True when only the root is known.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
+}

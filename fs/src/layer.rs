@@ -1,0 +1,70 @@
+//! What a passthrough layer decides: seamfs's git policies, or the share emulator's caching.
+//!
+//! The passthrough core (`core`) does the POSIX work; a `Layer` sorts every name into a class,
+//! says how each class is cached, and may change a lookup's answer (the emulator's faults).
+
+use std::ffi::OsStr;
+use std::time::Duration;
+
+use crate::policy::{cache_policy, classify, CachePolicy, Class, Ttls};
+
+/// A lookup as the core found it on the lower.
+#[derive(Debug)]
+pub struct LookupView<'a> {
+    /// Parent node id.
+    pub parent: u64,
+    /// Name looked up.
+    pub name: &'a OsStr,
+    /// Class of the name.
+    pub class: Class,
+    /// The node id the name leads to now, or None when it does not exist.
+    pub fresh: Option<u64>,
+}
+
+/// What to answer a lookup with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// What the lower says now.
+    Fresh,
+    /// An older node this name used to lead to (it must still be known to the kernel).
+    Old(u64),
+    /// The name does not exist (negative entry).
+    Missing,
+}
+
+/// A layer's decisions.
+pub trait Layer: Send + Sync + 'static {
+    /// Class of `name` in a directory of class `parent`.
+    fn classify(&self, parent: Class, name: &OsStr, is_dir: bool) -> Class {
+        classify(parent, name, is_dir)
+    }
+
+    /// How a class is cached.
+    fn cache(&self, class: Class) -> CachePolicy;
+
+    /// Keep an O_PATH fd for nodes of this class (served as they were looked up, like virtiofsd).
+    fn pin(&self, _class: Class) -> bool {
+        false
+    }
+
+    /// May replace the answer to a lookup; the second value overrides the entry TTL.
+    fn answer(&self, _view: &LookupView<'_>) -> (Answer, Option<Duration>) {
+        (Answer::Fresh, None)
+    }
+
+    /// Called after every reply to a lookup, with the node id (None: negative) and entry TTL.
+    fn answered(&self, _parent: u64, _name: &OsStr, _node: Option<u64>, _ttl: Duration) {}
+}
+
+/// seamfs's layer: the git path-policy table.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GitLayer {
+    /// TTLs the policy table is built from.
+    pub ttls: Ttls,
+}
+
+impl Layer for GitLayer {
+    fn cache(&self, class: Class) -> CachePolicy {
+        cache_policy(class, &self.ttls)
+    }
+}

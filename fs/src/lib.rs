@@ -1,0 +1,39 @@
+//! seamfs: a FUSE overlay that makes a git checkout safe to share between two kernels.
+//!
+//! A box (VM) sees the host's checkout over virtiofs or 9p, whose guest cache serves names the
+//! host replaced as old or missing. seamfs sits on that share in the box and applies one policy
+//! per kind of path (see [`policy`]): the work tree and objects pass through with caching,
+//! refs, HEAD, config and operation state always read fresh from the lower.
+//!
+//! Layers, bottom up:
+//! - [`lower`]: the lower directory, reached only through a directory fd, never following links.
+//! - [`inode`], [`handles`]: nodes by path (no fd per inode), fds only while open.
+//! - [`policy`], [`layer`]: the path-policy table and the trait a layer implements.
+//! - [`core`]: every FUSE operation as a plain function returning `Result<_, Errno>`.
+//! - [`filesystem`]: the thin `fuser::Filesystem` glue.
+//! - [`mount`], [`daemon`]: mounting, serving, unmounting, daemonising.
+//!
+//! # Limitations
+//! - Git dirs are recognised by name (`.git`, `worktrees/<n>`, `modules/<n>`); bare repositories
+//!   elsewhere on the mount are treated as work tree.
+//! - Permission checks are the kernel's (`default_permissions`); new nodes are created by the
+//!   daemon and then given to the caller, so for an instant they are root's.
+#![deny(missing_docs)]
+
+pub mod attr;
+pub mod core;
+pub mod daemon;
+pub mod filesystem;
+pub mod handles;
+pub mod inode;
+pub mod layer;
+pub mod lower;
+pub mod mount;
+pub mod policy;
+
+/// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
+pub fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SEAMFS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+}

@@ -1,0 +1,207 @@
+//! The lower directory, reached only through a directory fd opened before the mount.
+//!
+//! Every access is relative to that fd and never follows a symlink on the way (`openat2` with
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, `AT_SYMLINK_NOFOLLOW` elsewhere), so seamfs can mount
+//! over the lower's own path and a symlink planted in the lower cannot lead it outside.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+
+/// Result of a libc call: -1 becomes the thread's errno.
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+/// The lower directory tree.
+#[derive(Debug)]
+pub struct Lower {
+    root: OwnedFd,
+}
+
+/// A zeroed `stat`, to be filled by the kernel.
+pub fn empty_stat() -> libc::stat {
+    // SAFETY: `stat` is plain old data; all-zero is a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+impl Lower {
+    /// Opens `dir` as the lower root. Call before mounting over it.
+    pub fn open(dir: &Path) -> io::Result<Lower> {
+        let c = CString::new(dir.as_os_str().as_encoded_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: `c` is a valid C string; the returned fd is owned below.
+        let fd = cvt(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+        // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
+        Ok(Lower { root: unsafe { OwnedFd::from_raw_fd(fd) } })
+    }
+
+    /// The root directory fd.
+    pub fn root_fd(&self) -> RawFd {
+        self.root.as_raw_fd()
+    }
+
+    /// `lstat` of a path relative to the root.
+    pub fn stat(&self, rel: &CStr) -> io::Result<libc::stat> {
+        let mut st = empty_stat();
+        // SAFETY: valid fd, C string and out-pointer.
+        cvt(unsafe { libc::fstatat(self.root_fd(), rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+        Ok(st)
+    }
+
+    /// Opens a path relative to the root without following any symlink.
+    pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+        let mut flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+        if flags & libc::O_PATH != 0 {
+            // O_PATH allows only a few companions.
+            flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;
+        }
+        let how = OpenHow {
+            flags: flags as u64,
+            mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 { mode as u64 } else { 0 },
+            resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
+        };
+        // SAFETY: openat2 with a valid fd, C string and `open_how` of the size we pass.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.root_fd(),
+                rel.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd from openat2.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    /// `mkdirat`.
+    pub fn mkdir(&self, rel: &CStr, mode: u32) -> io::Result<()> {
+        // SAFETY: valid fd and C string.
+        cvt(unsafe { libc::mkdirat(self.root_fd(), rel.as_ptr(), mode as libc::mode_t) }).map(drop)
+    }
+
+    /// `mknodat`.
+    pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
+        // SAFETY: valid fd and C string.
+        cvt(unsafe { libc::mknodat(self.root_fd(), rel.as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
+            .map(drop)
+    }
+
+    /// `symlinkat`.
+    pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
+        // SAFETY: valid fd and C strings.
+        cvt(unsafe { libc::symlinkat(target.as_ptr(), self.root_fd(), rel.as_ptr()) }).map(drop)
+    }
+
+    /// `linkat` between two paths under the root, without following a symlink source.
+    pub fn link(&self, old: &CStr, new: &CStr) -> io::Result<()> {
+        // SAFETY: valid fds and C strings.
+        cvt(unsafe { libc::linkat(self.root_fd(), old.as_ptr(), self.root_fd(), new.as_ptr(), 0) }).map(drop)
+    }
+
+    /// `unlinkat`, for files (`dir == false`) or directories.
+    pub fn unlink(&self, rel: &CStr, dir: bool) -> io::Result<()> {
+        let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
+        // SAFETY: valid fd and C string.
+        cvt(unsafe { libc::unlinkat(self.root_fd(), rel.as_ptr(), flags) }).map(drop)
+    }
+
+    /// `renameat2` with the caller's flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
+    pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
+        // SAFETY: valid fds and C strings.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_renameat2,
+                self.root_fd(),
+                old.as_ptr(),
+                self.root_fd(),
+                new.as_ptr(),
+                flags,
+            )
+        };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// `readlinkat`.
+    pub fn readlink(&self, rel: &CStr) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: valid fd, C string and buffer of the given length.
+        let n = unsafe { libc::readlinkat(self.root_fd(), rel.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        buf.truncate(n as usize);
+        Ok(buf)
+    }
+
+    /// `fchownat` without following a final symlink; `u32::MAX` leaves a field unchanged.
+    pub fn chown(&self, rel: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+        // SAFETY: valid fd and C string.
+        cvt(unsafe { libc::fchownat(self.root_fd(), rel.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
+    }
+
+    /// `statvfs` of the lower filesystem.
+    pub fn statfs(&self) -> io::Result<libc::statvfs> {
+        // SAFETY: zeroed POD out-struct, valid fd.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        cvt(unsafe { libc::fstatvfs(self.root_fd(), &mut s) })?;
+        Ok(s)
+    }
+
+    /// Makes the lower's kernel look `rel` up again, creating nothing.
+    ///
+    /// `link("/", rel)` revalidates the new name with LOOKUP_EXCL, which FUSE (and so virtiofs)
+    /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM (a
+    /// directory cannot be linked) when it does not. A stat first makes sure the lower holds an
+    /// entry that the forced revalidation then replaces.
+    pub fn refresh(&self, rel: &CStr) {
+        let mut st = empty_stat();
+        // SAFETY: valid fd, C strings, out-pointer. Results are deliberately ignored: only the
+        // side effect on the lower's dentry cache matters.
+        unsafe {
+            libc::fstatat(self.root_fd(), rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW);
+            libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), self.root_fd(), rel.as_ptr(), 0);
+        }
+    }
+}
+
+/// `fstat` of an open fd.
+pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    let mut st = empty_stat();
+    // SAFETY: out-pointer to a zeroed stat.
+    cvt(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
+/// The `/proc/self/fd/N` path of an fd, to reach what an O_PATH fd refers to.
+pub fn proc_fd_path(fd: RawFd) -> CString {
+    CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")
+}
+
+/// Same file: device and inode number.
+pub fn same_file(a: &libc::stat, dev: u64, ino: u64) -> bool {
+    a.st_dev == dev && a.st_ino == ino
+}

@@ -1,0 +1,115 @@
+//! The `seamfs` binary: mount and unmount. All logic lives in the library.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use seamfs::core::{Core, CoreOptions};
+use seamfs::layer::GitLayer;
+use seamfs::lower::Lower;
+use seamfs::mount::{self, exit, MountError, MountOptions};
+use seamfs::policy::{Class, Ttls};
+
+/// seamfs: share a git checkout between a host and a VM without losing anything.
+///
+/// Exit codes: 0 success; 2 bad arguments or bad input (missing lower, lower not a directory,
+/// mountpoint not empty); 3 the mount failed; 4 the unmount failed.
+#[derive(Parser, Debug)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Mount LOWER on MOUNTPOINT, or over DIR itself with --over.
+    Mount(MountArgs),
+    /// Unmount a seamfs mount (also clears one whose daemon died).
+    Umount {
+        /// The mountpoint.
+        mountpoint: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct MountArgs {
+    /// Mount on top of DIR itself, reaching DIR's contents through a directory fd opened first.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["lower", "mountpoint"])]
+    over: Option<PathBuf>,
+    /// The directory to serve (the share as the box sees it).
+    #[arg(required_unless_present = "over")]
+    lower: Option<PathBuf>,
+    /// Where to mount it (an empty directory).
+    #[arg(required_unless_present = "over")]
+    mountpoint: Option<PathBuf>,
+    /// Stay in the foreground and log to stderr.
+    #[arg(long)]
+    foreground: bool,
+    /// Never use FUSE passthrough for file data (what a kernel before 6.9 gets anyway).
+    #[arg(long)]
+    no_passthrough: bool,
+    /// Kernel cache TTL for the work tree, in seconds: no longer than the share's own.
+    #[arg(long, default_value_t = 1.0)]
+    ttl: f64,
+    /// Worker threads.
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Log file for the daemon (default: no log once daemonised).
+    #[arg(long)]
+    log: Option<PathBuf>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match cli.cmd {
+        Cmd::Mount(a) => run_mount(a),
+        Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
+    };
+    match code {
+        Ok(c) => std::process::exit(c),
+        Err(e) => {
+            eprintln!("seamfs: {e}");
+            std::process::exit(e.code);
+        }
+    }
+}
+
+fn run_mount(a: MountArgs) -> Result<i32, MountError> {
+    let (lower_path, mnt, over) = match a.over {
+        Some(d) => (d.clone(), d, true),
+        None => (a.lower.expect("clap requires it"), a.mountpoint.expect("clap requires it"), false),
+    };
+    mount::check_lower(&lower_path)?;
+    mount::check_mountpoint(&mnt, over)?;
+    if !(0.0..=3600.0).contains(&a.ttl) {
+        return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
+    }
+    // The caller's umask is applied by the kernel and seamfs; the daemon must not add its own.
+    // SAFETY: umask has no failure mode.
+    unsafe { libc::umask(0) };
+    let lower = Lower::open(&lower_path).map_err(|e| MountError::usage("open lower", &lower_path, e.to_string()))?;
+    let notify = if a.foreground {
+        seamfs::init_logging("info");
+        None
+    } else {
+        let n = seamfs::daemon::daemonize(a.log.as_deref())
+            .map_err(|e| MountError::usage("daemonise", &mnt, e.to_string()))?;
+        seamfs::init_logging("info");
+        n
+    };
+    let layer = GitLayer { ttls: Ttls { work_tree: Duration::from_secs_f64(a.ttl), ..Ttls::default() } };
+    let opts = CoreOptions { passthrough: !a.no_passthrough, ..CoreOptions::default() };
+    let core = Core::new(lower, layer, Class::WorkTree, opts)
+        .map_err(|e| MountError::usage("stat lower root", &lower_path, e.to_string()))?;
+    let mopts = MountOptions { mountpoint: mnt, fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads: a.threads };
+    let result = mount::serve(core, &mopts, move |r| {
+        if let Some(n) = notify {
+            match r {
+                Ok(()) => n.ok(),
+                Err(e) => n.fail(e.code, &e.to_string()),
+            }
+        }
+    });
+    result.map(|()| exit::OK)
+}

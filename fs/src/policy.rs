@@ -1,0 +1,269 @@
+//! The path-policy table: which class a name belongs to, and how each class is cached.
+//!
+//! This is the one place that decides what seamfs does differently for git metadata. A node's
+//! class is derived from its parent's class and its own name only (no allocation, no syscall),
+//! so classification costs nothing on the hot path.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::Duration;
+
+/// What a name on the mount is, as far as git is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    /// Anything outside a git dir.
+    WorkTree,
+    /// A git dir itself (`.git`, `.git/worktrees/<n>`, `.git/modules/<n>`).
+    GitDir,
+    /// `<gitdir>/objects` and everything below it that is content-addressed.
+    Objects,
+    /// Refs, HEAD, config, logs, operation state: must always read fresh.
+    LiveRef,
+    /// A directory whose every descendant is a live ref (`refs/`, `logs/`, `rebase-merge/`...).
+    LiveRefDir,
+    /// `<gitdir>/index`: the shared index (redirected to `index-box` by the index issue).
+    Index,
+    /// `*.lock` inside a git dir.
+    Lock,
+    /// `<gitdir>/worktrees`: its children are linked-worktree git dirs.
+    WorktreesDir,
+    /// `<gitdir>/modules` (and nested levels): children are submodule git dirs or more levels.
+    ModulesDir,
+    /// Other git-dir content (hooks, info, description): rarely changes, cached like the work tree.
+    GitOther,
+}
+
+/// How the kernel may cache a class, and what seamfs does on lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachePolicy {
+    /// How long the kernel may keep a name → inode mapping.
+    pub entry_ttl: Duration,
+    /// How long the kernel may keep attributes.
+    pub attr_ttl: Duration,
+    /// How long the kernel may remember that a name does not exist (zero: not at all).
+    pub negative_ttl: Duration,
+    /// Force the lower to look the name up again before answering (see `refresh`).
+    pub refresh: bool,
+    /// Bypass the page cache (reads and writes go to seamfs every time).
+    pub direct_io: bool,
+    /// File data may go through FUSE passthrough.
+    pub passthrough: bool,
+}
+
+/// The TTLs the table is built from.
+#[derive(Clone, Copy, Debug)]
+pub struct Ttls {
+    /// Work tree and other cached classes; no longer than the share's own cache. Default 1 s.
+    pub work_tree: Duration,
+    /// Content-addressed objects. Default 60 s.
+    pub objects: Duration,
+}
+
+impl Default for Ttls {
+    fn default() -> Self {
+        Ttls { work_tree: Duration::from_secs(1), objects: Duration::from_secs(60) }
+    }
+}
+
+impl Class {
+    /// True for classes that must never be served from a cache.
+    pub fn is_live(self) -> bool {
+        matches!(self, Class::LiveRef | Class::LiveRefDir | Class::Index | Class::Lock)
+    }
+
+    /// True when the name lies inside a git dir.
+    pub fn in_git_dir(self) -> bool {
+        !matches!(self, Class::WorkTree)
+    }
+}
+
+/// The policy table: one row per class.
+pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
+    let zero = Duration::ZERO;
+    let live = CachePolicy {
+        entry_ttl: zero,
+        attr_ttl: zero,
+        negative_ttl: zero,
+        refresh: true,
+        direct_io: true,
+        passthrough: false,
+    };
+    match class {
+        Class::WorkTree | Class::GitOther | Class::GitDir | Class::WorktreesDir | Class::ModulesDir => {
+            CachePolicy {
+                entry_ttl: ttls.work_tree,
+                attr_ttl: ttls.work_tree,
+                negative_ttl: ttls.work_tree,
+                refresh: false,
+                direct_io: false,
+                passthrough: true,
+            }
+        }
+        // Objects never change once renamed into place; a missing one may appear any moment.
+        Class::Objects => CachePolicy {
+            entry_ttl: ttls.objects,
+            attr_ttl: ttls.objects,
+            negative_ttl: zero,
+            refresh: false,
+            direct_io: false,
+            passthrough: true,
+        },
+        Class::LiveRef | Class::LiveRefDir | Class::Index | Class::Lock => live,
+    }
+}
+
+/// Names directly in a git dir whose whole subtree is live.
+const LIVE_DIRS: &[&str] = &["refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "reftable"];
+
+/// Names directly in a git dir that are live files.
+const LIVE_FILES: &[&str] = &[
+    "HEAD",
+    "packed-refs",
+    "config",
+    "config.worktree",
+    "shallow",
+    "commondir",
+    "gitdir",
+    "BISECT_LOG",
+    "BISECT_START",
+    "BISECT_TERMS",
+    "MERGE_MSG",
+    "MERGE_MODE",
+    "MERGE_RR",
+    "AUTO_MERGE",
+    "REBASE_HEAD",
+    "SQUASH_MSG",
+];
+
+/// Files below `objects/` that are replaced in place by rename and so must read fresh.
+const LIVE_OBJECT_FILES: &[&str] = &["commit-graph", "multi-pack-index", "packs", "alternates"];
+
+/// Class of `name` inside a directory of class `parent`.
+///
+/// `.git` directories are recognised by name; linked-worktree and submodule git dirs by their
+/// place under `worktrees/` and `modules/`. A `.git` *file* (a gitdir pointer) is live, since a
+/// stale one would send git to the wrong repository.
+pub fn classify(parent: Class, name: &OsStr, is_dir: bool) -> Class {
+    let n = name.as_bytes();
+    match parent {
+        Class::WorkTree => {
+            if n == b".git" {
+                if is_dir {
+                    Class::GitDir
+                } else {
+                    Class::LiveRef
+                }
+            } else {
+                Class::WorkTree
+            }
+        }
+        Class::GitDir => classify_in_git_dir(n, is_dir),
+        Class::WorktreesDir => {
+            if is_dir {
+                Class::GitDir
+            } else {
+                Class::GitOther
+            }
+        }
+        Class::ModulesDir => {
+            // A submodule's git dir; nested submodule names (a/b) are refined when HEAD is seen.
+            if is_dir {
+                Class::GitDir
+            } else {
+                Class::GitOther
+            }
+        }
+        Class::Objects => {
+            if n.ends_with(b".lock") {
+                Class::Lock
+            } else if LIVE_OBJECT_FILES.iter().any(|f| f.as_bytes() == n) || n == b"commit-graphs" {
+                Class::LiveRef
+            } else {
+                Class::Objects
+            }
+        }
+        Class::LiveRef | Class::LiveRefDir => {
+            if n.ends_with(b".lock") {
+                Class::Lock
+            } else if is_dir {
+                Class::LiveRefDir
+            } else {
+                Class::LiveRef
+            }
+        }
+        Class::Index | Class::Lock => Class::Lock,
+        Class::GitOther => {
+            if n.ends_with(b".lock") {
+                Class::Lock
+            } else {
+                Class::GitOther
+            }
+        }
+    }
+}
+
+fn classify_in_git_dir(n: &[u8], is_dir: bool) -> Class {
+    if n.ends_with(b".lock") {
+        return Class::Lock;
+    }
+    match n {
+        b"objects" => Class::Objects,
+        b"index" => Class::Index,
+        b"worktrees" => Class::WorktreesDir,
+        b"modules" => Class::ModulesDir,
+        _ if LIVE_DIRS.iter().any(|d| d.as_bytes() == n) => Class::LiveRefDir,
+        _ if LIVE_FILES.iter().any(|f| f.as_bytes() == n) => Class::LiveRef,
+        // FETCH_HEAD, ORIG_HEAD, CHERRY_PICK_HEAD, MERGE_HEAD, REVERT_HEAD, ...
+        _ if n.ends_with(b"_HEAD") => Class::LiveRef,
+        _ if is_dir => Class::GitOther,
+        _ => Class::GitOther,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(parent: Class, name: &str, dir: bool) -> Class {
+        classify(parent, OsStr::new(name), dir)
+    }
+
+    #[test]
+    fn git_dir_names() {
+        assert_eq!(c(Class::WorkTree, ".git", true), Class::GitDir);
+        assert_eq!(c(Class::WorkTree, ".git", false), Class::LiveRef);
+        assert_eq!(c(Class::WorkTree, "src", true), Class::WorkTree);
+        assert_eq!(c(Class::GitDir, "HEAD", false), Class::LiveRef);
+        assert_eq!(c(Class::GitDir, "ORIG_HEAD", false), Class::LiveRef);
+        assert_eq!(c(Class::GitDir, "packed-refs", false), Class::LiveRef);
+        assert_eq!(c(Class::GitDir, "config", false), Class::LiveRef);
+        assert_eq!(c(Class::GitDir, "index", false), Class::Index);
+        assert_eq!(c(Class::GitDir, "index.lock", false), Class::Lock);
+        assert_eq!(c(Class::GitDir, "refs", true), Class::LiveRefDir);
+        assert_eq!(c(Class::LiveRefDir, "heads", true), Class::LiveRefDir);
+        assert_eq!(c(Class::LiveRefDir, "main", false), Class::LiveRef);
+        assert_eq!(c(Class::LiveRefDir, "main.lock", false), Class::Lock);
+        assert_eq!(c(Class::GitDir, "objects", true), Class::Objects);
+        assert_eq!(c(Class::Objects, "ab", true), Class::Objects);
+        assert_eq!(c(Class::Objects, "info", true), Class::Objects);
+        assert_eq!(c(Class::Objects, "commit-graph", false), Class::LiveRef);
+        assert_eq!(c(Class::GitDir, "hooks", true), Class::GitOther);
+        assert_eq!(c(Class::GitDir, "worktrees", true), Class::WorktreesDir);
+        assert_eq!(c(Class::WorktreesDir, "wt1", true), Class::GitDir);
+        assert_eq!(c(Class::GitDir, "modules", true), Class::ModulesDir);
+        assert_eq!(c(Class::ModulesDir, "sub", true), Class::GitDir);
+    }
+
+    #[test]
+    fn live_classes_are_never_cached() {
+        let t = Ttls::default();
+        for class in [Class::LiveRef, Class::LiveRefDir, Class::Index, Class::Lock] {
+            let p = cache_policy(class, &t);
+            assert_eq!(p.entry_ttl, Duration::ZERO);
+            assert_eq!(p.attr_ttl, Duration::ZERO);
+            assert!(p.refresh && p.direct_io && !p.passthrough);
+        }
+        assert_eq!(cache_policy(Class::Objects, &t).negative_ttl, Duration::ZERO);
+        assert_eq!(cache_policy(Class::WorkTree, &t).entry_ttl, t.work_tree);
+    }
+}
