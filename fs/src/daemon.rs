@@ -50,12 +50,14 @@ pub fn daemonize(log: Option<&std::path::Path>) -> std::io::Result<Option<Notify
         eprintln!("seamfs: {msg}");
         std::process::exit(code.parse().unwrap_or(3));
     }
-    // SAFETY: the fds are ours; setsid detaches from the terminal.
+    // SAFETY: the fds are ours; setsid detaches from the terminal. Then "/" keeps no mount busy.
     unsafe {
         libc::close(fds[0]);
         libc::setsid();
     }
     redirect_stdio(log)?;
+    // SAFETY: a constant C string.
+    unsafe { libc::chdir(c"/".as_ptr()) };
     // SAFETY: the write end is ours.
     Ok(Some(Notify(unsafe { File::from_raw_fd(fds[1]) })))
 }

@@ -29,8 +29,8 @@ const SYNTHETIC_BASE: u64 = 1 << 63;
 pub struct Node {
     /// Parent node id (the root is its own parent).
     pub parent: u64,
-    /// Name in the parent, as last looked up.
-    pub name: Box<OsStr>,
+    /// Name in the parent, as last looked up (shared, so rebuilding a path does not copy it).
+    pub name: Arc<OsStr>,
     /// Lower device.
     pub dev: u64,
     /// Lower inode number.
@@ -213,7 +213,7 @@ impl InodeTable {
     }
 
     fn path_with(&self, id: u64, leaf: Option<&OsStr>) -> Result<CString, Errno> {
-        let mut parts: Vec<Box<OsStr>> = Vec::with_capacity(8);
+        let mut parts: Vec<Arc<OsStr>> = Vec::with_capacity(8);
         let mut cur = id;
         while cur != ROOT {
             let n = self.nodes.get(&cur).ok_or(Errno::ESTALE)?;
@@ -250,5 +250,57 @@ impl InodeTable {
     /// True when only the root is known.
     pub fn is_empty(&self) -> bool {
         self.nodes.len() <= 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(dev: u64, ino: u64, mode: u32) -> libc::stat {
+        let mut s = crate::lower::empty_stat();
+        s.st_dev = dev;
+        s.st_ino = ino;
+        s.st_mode = mode;
+        s
+    }
+
+    fn add(t: &InodeTable, parent: u64, name: &str, s: &libc::stat) -> u64 {
+        t.found(Found { parent, name: OsStr::new(name), st: s, class: Class::WorkTree }, None)
+    }
+
+    #[test]
+    fn ids_follow_the_lower_and_paths_follow_parents() {
+        let t = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let d = add(&t, ROOT, "dir", &st(7, 200, libc::S_IFDIR));
+        let f = add(&t, d, "file", &st(7, 300, libc::S_IFREG));
+        assert_eq!((d, f), (200, 300), "node id is the lower inode number");
+        assert_eq!(t.path(ROOT).unwrap().to_bytes(), b".");
+        assert_eq!(t.path(f).unwrap().to_bytes(), b"dir/file");
+        assert_eq!(t.child_path(d, OsStr::new("x")).unwrap().to_bytes(), b"dir/x");
+        t.moved(f, ROOT, OsStr::new("renamed"), Class::WorkTree);
+        assert_eq!(t.path(f).unwrap().to_bytes(), b"renamed");
+    }
+
+    #[test]
+    fn other_devices_and_inode_one_get_synthetic_ids() {
+        let t = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let a = add(&t, ROOT, "a", &st(8, 200, libc::S_IFREG));
+        let b = add(&t, ROOT, "b", &st(7, 1, libc::S_IFREG));
+        assert!(a >= SYNTHETIC_BASE && b >= SYNTHETIC_BASE && a != b);
+        assert_eq!(add(&t, ROOT, "a", &st(8, 200, libc::S_IFREG)), a, "stable while known");
+    }
+
+    #[test]
+    fn forget_removes_only_at_zero() {
+        let t = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let f = add(&t, ROOT, "f", &st(7, 300, libc::S_IFREG));
+        add(&t, ROOT, "f", &st(7, 300, libc::S_IFREG));
+        t.forget(f, 1);
+        assert!(t.with(f, |n| n.nlookup).is_ok());
+        t.forget(f, 1);
+        assert_eq!(t.with(f, |n| n.nlookup), Err(Errno::ESTALE));
+        t.forget(ROOT, 10);
+        assert!(t.path(ROOT).is_ok(), "the root is never forgotten");
     }
 }

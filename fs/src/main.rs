@@ -82,6 +82,9 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     };
     mount::check_lower(&lower_path)?;
     mount::check_mountpoint(&mnt, over)?;
+    // The daemon leaves the caller's directory: keep absolute paths.
+    let lower_path = std::fs::canonicalize(&lower_path).map_err(|e| MountError::usage("resolve lower", &lower_path, e.to_string()))?;
+    let mnt = std::fs::canonicalize(&mnt).map_err(|e| MountError::usage("resolve mountpoint", &mnt, e.to_string()))?;
     if !(0.0..=3600.0).contains(&a.ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
     }
