@@ -283,7 +283,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let _s = debug_span!("readdir", ino = ino.0, offset).entered();
-        match Core::readdir(self, fh.0, offset, usize::MAX) {
+        match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
                 for (next, e) in page.entries {
                     if reply.add(INodeNo(e.ino.max(1)), next, e.kind, &e.name) {
@@ -298,10 +298,10 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let _s = debug_span!("readdirplus", ino = ino.0, offset).entered();
-        match Core::readdir(self, fh.0, offset, usize::MAX) {
+        match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
                 for (next, e) in page.entries {
-                    let Some(entry) = self.plus_entry(ino.0, fh.0, &e.name) else { continue };
+                    let Some(entry) = self.plus_entry(ino.0, fh.0, &e.name, &e.lower) else { continue };
                     if reply.add(entry.attr.ino, next, &e.name, &entry.entry_ttl, &entry.attr, GEN) {
                         // The buffer is full: the kernel never saw this entry, so undo its count.
                         if e.name != "." && e.name != ".." {

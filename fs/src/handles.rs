@@ -19,8 +19,10 @@ pub struct FileHandle {
 /// One directory entry as read from the lower.
 #[derive(Debug, Clone)]
 pub struct DirEntry {
-    /// Name.
+    /// Name as the box sees it.
     pub name: OsString,
+    /// Name on the lower.
+    pub lower: OsString,
     /// Lower inode number (informational for plain readdir).
     pub ino: u64,
     /// Type from `d_type`.

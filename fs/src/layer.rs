@@ -6,6 +6,7 @@
 use std::ffi::OsStr;
 use std::time::Duration;
 
+use crate::index::seed::SeedOptions;
 use crate::policy::{cache_policy, classify, CachePolicy, Class, Ttls};
 
 /// A lookup as the core found it on the lower.
@@ -54,17 +55,45 @@ pub trait Layer: Send + Sync + 'static {
 
     /// Called after every reply to a lookup, with the node id (None: negative) and entry TTL.
     fn answered(&self, _parent: u64, _name: &OsStr, _node: Option<u64>, _ttl: Duration) {}
+
+    /// Give the box its own index (`index-box`) in every git dir.
+    fn index_split(&self) -> bool {
+        false
+    }
+
+    /// How the first touch seeds `index-box`.
+    fn seed_options(&self) -> SeedOptions {
+        SeedOptions::default()
+    }
 }
 
-/// seamfs's layer: the git path-policy table.
-#[derive(Debug, Clone, Copy, Default)]
+/// seamfs's layer: the git path-policy table and the index split.
+#[derive(Debug, Clone, Copy)]
 pub struct GitLayer {
     /// TTLs the policy table is built from.
     pub ttls: Ttls,
+    /// The box's index is `index-box` (default true).
+    pub index_split: bool,
+    /// Seeding of `index-box`.
+    pub seed: SeedOptions,
+}
+
+impl Default for GitLayer {
+    fn default() -> Self {
+        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default() }
+    }
 }
 
 impl Layer for GitLayer {
     fn cache(&self, class: Class) -> CachePolicy {
         cache_policy(class, &self.ttls)
+    }
+
+    fn index_split(&self) -> bool {
+        self.index_split
+    }
+
+    fn seed_options(&self) -> SeedOptions {
+        self.seed
     }
 }

@@ -21,10 +21,13 @@
 #![deny(missing_docs)]
 
 pub mod attr;
+pub mod config;
 pub mod core;
 pub mod daemon;
 pub mod filesystem;
+pub mod gitdata;
 pub mod handles;
+pub mod index;
 pub mod inode;
 pub mod layer;
 pub mod lower;

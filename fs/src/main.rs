@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use seamfs::config::{self, FileConfig};
 use seamfs::core::{Core, CoreOptions};
 use seamfs::layer::GitLayer;
 use seamfs::lower::Lower;
@@ -50,14 +51,20 @@ struct MountArgs {
     #[arg(long)]
     no_passthrough: bool,
     /// Kernel cache TTL for the work tree, in seconds: no longer than the share's own.
-    #[arg(long, default_value_t = 1.0)]
-    ttl: f64,
+    #[arg(long)]
+    ttl: Option<f64>,
     /// Worker threads.
     #[arg(long, default_value_t = 4)]
     threads: usize,
     /// Log file for the daemon (default: no log once daemonised).
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Let the box use the shared index instead of its own `index-box`.
+    #[arg(long)]
+    no_index_split: bool,
+    /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 fn main() {
@@ -75,6 +82,17 @@ fn main() {
     }
 }
 
+/// The settings file: `--config`, else /etc/seamfs.toml when present, else defaults.
+fn load_config(path: Option<&std::path::Path>) -> Result<FileConfig, MountError> {
+    let default = std::path::Path::new("/etc/seamfs.toml");
+    let path = match path {
+        Some(p) => p,
+        None if default.exists() => default,
+        None => return Ok(FileConfig::default()),
+    };
+    config::load(path).map_err(|e| MountError::usage("read config", path, e.to_string()))
+}
+
 fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     let (lower_path, mnt, over) = match a.over {
         Some(d) => (d.clone(), d, true),
@@ -85,7 +103,9 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     // The daemon leaves the caller's directory: keep absolute paths.
     let lower_path = std::fs::canonicalize(&lower_path).map_err(|e| MountError::usage("resolve lower", &lower_path, e.to_string()))?;
     let mnt = std::fs::canonicalize(&mnt).map_err(|e| MountError::usage("resolve mountpoint", &mnt, e.to_string()))?;
-    if !(0.0..=3600.0).contains(&a.ttl) {
+    let file = load_config(a.config.as_deref())?;
+    let ttl = a.ttl.or(file.ttl).unwrap_or(1.0);
+    if !(0.0..=3600.0).contains(&ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
     }
     // The caller's umask is applied by the kernel and seamfs; the daemon must not add its own.
@@ -101,7 +121,14 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         seamfs::init_logging("info");
         n
     };
-    let layer = GitLayer { ttls: Ttls { work_tree: Duration::from_secs_f64(a.ttl), ..Ttls::default() } };
+    let mut layer = GitLayer {
+        ttls: Ttls { work_tree: Duration::from_secs_f64(ttl), ..Ttls::default() },
+        index_split: !a.no_index_split && file.index_split.unwrap_or(true),
+        ..GitLayer::default()
+    };
+    if let Some(ms) = file.shared_index_wait_ms {
+        layer.seed.shared_wait = Duration::from_millis(ms);
+    }
     let opts = CoreOptions { passthrough: !a.no_passthrough, ..CoreOptions::default() };
     let core = Core::new(lower, layer, Class::WorkTree, opts)
         .map_err(|e| MountError::usage("stat lower root", &lower_path, e.to_string()))?;

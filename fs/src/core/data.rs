@@ -77,7 +77,8 @@ impl<L: Layer> Core<L> {
 
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.
     pub fn create(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32, who: Caller) -> Result<(Entry, Opened), Errno> {
-        let path = self.inodes.child_path(parent, name)?;
+        let child = self.new_child(parent, name)?;
+        let path = child.path.clone();
         let mode = mode & !umask & 0o7777;
         let open_flags = flags & !STRIP;
         let fd = match self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
@@ -93,7 +94,7 @@ impl<L: Layer> Core<L> {
             }
             Err(e) => return Err(Errno::from(e)),
         };
-        let entry = self.record(parent, name, &path)?;
+        let entry = self.record(parent, name, &child)?;
         let (fopen, passthrough) = self.fopen_flags(entry.attr.ino.0)?;
         Ok((entry, Opened { fd, flags: fopen, passthrough }))
     }

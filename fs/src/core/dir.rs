@@ -61,7 +61,8 @@ fn read_all(fd: &std::os::fd::OwnedFd) -> Result<Vec<DirEntry>, Errno> {
             let e = &*ent;
             (CStr::from_ptr(e.d_name.as_ptr()).to_bytes().to_vec(), e.d_ino, e.d_type)
         };
-        out.push(DirEntry { name: OsString::from_vec(name), ino, kind: kind_of(ty) });
+        let name = OsString::from_vec(name);
+        out.push(DirEntry { lower: name.clone(), name, ino, kind: kind_of(ty) });
     }
     // SAFETY: valid DIR*, closed once.
     unsafe { libc::closedir(dir) };
@@ -86,11 +87,21 @@ impl<L: Layer> Core<L> {
     }
 
     /// READDIR / READDIRPLUS: entries from `offset` on, at most `max` of them.
-    pub fn readdir(&self, fh: u64, offset: u64, max: usize) -> Result<DirPage, Errno> {
+    pub fn readdir(&self, dir: u64, fh: u64, offset: u64, max: usize) -> Result<DirPage, Errno> {
         let h = self.handles.dir(fh)?;
         let mut guard = h.entries.lock();
         if offset == 0 || guard.is_none() {
-            *guard = Some(read_all(&h.fd)?);
+            let class = self.class_of(dir)?;
+            let mut all = read_all(&h.fd)?;
+            all.retain_mut(|e| match self.box_name(class, &e.lower) {
+                Some(n) if n != e.lower.as_os_str() => {
+                    e.name = n.to_os_string();
+                    true
+                }
+                Some(_) => true,
+                None => false,
+            });
+            *guard = Some(all);
         }
         let all = guard.as_ref().expect("filled above");
         let entries = all
@@ -108,14 +119,14 @@ impl<L: Layer> Core<L> {
     /// Every entry is a real node (a zero node id would also zero `d_ino`, and glibc hides such
     /// entries). Live names get their class's TTL of zero, so their next use looks them up
     /// again, with a refresh. "." and ".." are not counted: the kernel takes no reference on them.
-    pub fn plus_entry(&self, dir: u64, fh: u64, name: &OsStr) -> Option<Entry> {
+    pub fn plus_entry(&self, dir: u64, fh: u64, name: &OsStr, lower: &OsStr) -> Option<Entry> {
         if name == "." || name == ".." {
             let id = if name == "." { dir } else { self.inodes.with(dir, |n| n.parent).ok()? };
             let st = self.stat_node(id).ok()?;
             return Some(Entry { attr: to_attr(id, &st), entry_ttl: Duration::ZERO, attr_ttl: Duration::ZERO });
         }
         let h = self.handles.dir(fh).ok()?;
-        let cname = CString::new(name.as_bytes()).ok()?;
+        let cname = CString::new(lower.as_bytes()).ok()?;
         let mut st = empty_stat();
         // SAFETY: valid dir fd, C string and out-pointer.
         let r = unsafe { libc::fstatat(h.fd.as_raw_fd(), cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
@@ -124,8 +135,8 @@ impl<L: Layer> Core<L> {
         }
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let class = self.child_class(dir, name, is_dir).ok()?;
-        let path = self.inodes.child_path(dir, name).ok()?;
-        let id = self.found(dir, name, &st, class, &path);
+        let path = self.inodes.child_path(dir, lower).ok()?;
+        let id = self.found(dir, lower, &st, class, &path);
         let p = self.policy(class);
         Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl })
     }

@@ -6,6 +6,8 @@
 
 mod data;
 mod dir;
+mod index_split;
+mod names;
 mod namespace;
 mod xattr;
 
@@ -166,10 +168,10 @@ impl<L: Layer> Core<L> {
     }
 
     /// Records a name the core itself just created or found, and builds its entry.
-    pub(crate) fn record(&self, parent: u64, name: &OsStr, path: &CStr) -> Result<Entry, Errno> {
-        let st = self.lower.stat(path).map_err(io_err)?;
+    pub(crate) fn record(&self, parent: u64, name: &OsStr, child: &names::Child<'_>) -> Result<Entry, Errno> {
+        let st = self.lower.stat(&child.path).map_err(io_err)?;
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
-        let id = self.found(parent, name, &st, class, path);
+        let id = self.found(parent, &child.lower, &st, class, &child.path);
         Ok(self.entry_for(id, &st, class, None))
     }
 
@@ -183,7 +185,11 @@ impl<L: Layer> Core<L> {
     pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, Errno> {
         let parent_class = self.class_of(parent)?;
         let guess = self.layer.classify(parent_class, name, false);
-        let path = self.inodes.child_path(parent, name)?;
+        let child = self.child(parent, name)?;
+        let path = child.path.clone();
+        if guess == Class::Index && self.layer.index_split() {
+            self.seed_index(parent)?;
+        }
         if self.policy(guess).refresh {
             self.lower.refresh(&path);
         }
@@ -211,7 +217,7 @@ impl<L: Layer> Core<L> {
             }
             (Answer::Missing, _) | (_, None) => self.negative(class, ttl),
             (_, Some(st)) => {
-                let id = self.found(parent, name, &st, class, &path);
+                let id = self.found(parent, &child.lower, &st, class, &path);
                 Ok(self.entry_for(id, &st, class, ttl))
             }
         };

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use fuser::Errno;
 
+use super::names::Child;
 use super::{Core, Entry};
 use crate::layer::Layer;
 
@@ -35,77 +36,78 @@ impl<L: Layer> Core<L> {
         self.lower.chown(path, who.uid, gid).map_err(Errno::from)
     }
 
-    fn created(&self, parent: u64, name: &OsStr, path: &CStr, who: Caller) -> Result<Entry, Errno> {
-        if let Err(e) = self.give_to(parent, path, who) {
+    fn created(&self, parent: u64, name: &OsStr, child: &Child<'_>, who: Caller) -> Result<Entry, Errno> {
+        if let Err(e) = self.give_to(parent, &child.path, who) {
             // Do not leave a root-owned node behind for a caller who cannot remove it.
-            let dir = self.lower.stat(path).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
-            let _ = self.lower.unlink(path, dir);
+            let dir = self.lower.stat(&child.path).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
+            let _ = self.lower.unlink(&child.path, dir);
             return Err(e);
         }
-        self.record(parent, name, path)
+        self.record(parent, name, child)
     }
 
     /// MKNOD (fifos, sockets, regular files; devices as the lower allows).
     pub fn mknod(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32, who: Caller) -> Result<Entry, Errno> {
-        let path = self.inodes.child_path(parent, name)?;
-        self.lower.mknod(&path, mode & !umask, rdev as u64).map_err(Errno::from)?;
-        self.created(parent, name, &path, who)
+        let c = self.new_child(parent, name)?;
+        self.lower.mknod(&c.path, mode & !umask, rdev as u64).map_err(Errno::from)?;
+        self.created(parent, name, &c, who)
     }
 
     /// MKDIR.
     pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, who: Caller) -> Result<Entry, Errno> {
-        let path = self.inodes.child_path(parent, name)?;
-        self.lower.mkdir(&path, mode & !umask & 0o7777).map_err(Errno::from)?;
-        self.created(parent, name, &path, who)
+        let c = self.new_child(parent, name)?;
+        self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(Errno::from)?;
+        self.created(parent, name, &c, who)
     }
 
     /// SYMLINK.
     pub fn symlink(&self, parent: u64, name: &OsStr, target: &Path, who: Caller) -> Result<Entry, Errno> {
-        let path = self.inodes.child_path(parent, name)?;
+        let c = self.new_child(parent, name)?;
         let target = CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
-        self.lower.symlink(&target, &path).map_err(Errno::from)?;
-        self.created(parent, name, &path, who)
+        self.lower.symlink(&target, &c.path).map_err(Errno::from)?;
+        self.created(parent, name, &c, who)
     }
 
     /// LINK.
     pub fn link(&self, id: u64, newparent: u64, newname: &OsStr) -> Result<Entry, Errno> {
         let old = self.inodes.path(id)?;
-        let new = self.inodes.child_path(newparent, newname)?;
-        self.lower.link(&old, &new).map_err(Errno::from)?;
+        let new = self.new_child(newparent, newname)?;
+        self.lower.link(&old, &new.path).map_err(Errno::from)?;
         self.record(newparent, newname, &new)
     }
 
     /// UNLINK.
     pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
-        let path = self.inodes.child_path(parent, name)?;
-        self.lower.unlink(&path, false).map_err(Errno::from)
+        let c = self.child(parent, name)?;
+        self.lower.unlink(&c.path, false).map_err(Errno::from)
     }
 
     /// RMDIR.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
-        let path = self.inodes.child_path(parent, name)?;
-        self.lower.unlink(&path, true).map_err(Errno::from)
+        let c = self.child(parent, name)?;
+        self.lower.unlink(&c.path, true).map_err(Errno::from)
     }
 
     /// RENAME with RENAME_NOREPLACE / RENAME_EXCHANGE passed to the lower.
     pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<(), Errno> {
-        let old = self.inodes.child_path(parent, name)?;
-        let new = self.inodes.child_path(newparent, newname)?;
-        self.lower.rename(&old, &new, flags).map_err(Errno::from)?;
+        let old = self.child(parent, name)?;
+        let new = self.new_child(newparent, newname)?;
+        self.lower.rename(&old.path, &new.path, flags).map_err(Errno::from)?;
         self.follow_move(newparent, newname, &new);
         if flags & libc::RENAME_EXCHANGE != 0 {
             self.follow_move(parent, name, &old);
         }
+        self.after_index_commit(newparent, newname);
         Ok(())
     }
 
     /// Points the node now at `path` to its new parent and name.
-    fn follow_move(&self, parent: u64, name: &OsStr, path: &CStr) {
-        let Ok(st) = self.lower.stat(path) else { return };
+    fn follow_move(&self, parent: u64, name: &OsStr, child: &Child<'_>) {
+        let Ok(st) = self.lower.stat(&child.path) else { return };
         let id = self.inodes.id_for(&st);
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         if let Ok(class) = self.child_class(parent, name, is_dir) {
-            self.inodes.moved(id, parent, name, class);
+            self.inodes.moved(id, parent, &child.lower, class);
         }
     }
 }

@@ -1,0 +1,64 @@
+//! The index split's two moments: the first touch of a git dir's `index` seeds `index-box`, and
+//! the box committing its index (rename onto `index`) publishes a shared index the host lacks.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+use fuser::Errno;
+use tracing::{info, warn};
+
+use super::Core;
+use crate::gitdata::{cpath, read_lower};
+use crate::index::names::{INDEX_BOX, SHARED_INDEX};
+use crate::index::seed::{ensure_index_box, publish, NewFile};
+use crate::layer::Layer;
+use crate::policy::Class;
+
+impl<L: Layer> Core<L> {
+    /// The git dir node's lower path and the owner/mode new index files there get.
+    fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile), Errno> {
+        let c = self.inodes.path(gitdir)?;
+        let st = self.lower.stat(&c).map_err(Errno::from)?;
+        let rel = if c.as_bytes() == b"." { PathBuf::new() } else { PathBuf::from(OsStr::from_bytes(c.as_bytes())) };
+        // A group-writable git dir is a shared repository: keep its index group-writable too.
+        let mode = if st.st_mode & 0o020 != 0 { 0o664 } else { 0o644 };
+        Ok((rel, NewFile { uid: st.st_uid, gid: st.st_gid, mode }))
+    }
+
+    /// First touch: make sure `index-box` exists (or that the branch is truly unborn).
+    pub(crate) fn seed_index(&self, gitdir: u64) -> Result<(), Errno> {
+        let (rel, owner) = self.gitdir_of(gitdir)?;
+        match ensure_index_box(&self.lower, &rel, owner, self.layer.seed_options()) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                warn!(error = %e, "index-box not seeded; the box's git gets EIO instead of an empty index");
+                Err(Errno::EIO)
+            }
+        }
+    }
+
+    /// After a rename onto the box's `index`: if the git dir has no shared index (a repo the box
+    /// just created), publish a copy, never replacing one the host has.
+    pub(crate) fn after_index_commit(&self, parent: u64, name: &OsStr) {
+        if name != "index" || !self.layer.index_split() || self.class_of(parent).ok() != Some(Class::GitDir) {
+            return;
+        }
+        let Ok((rel, owner)) = self.gitdir_of(parent) else { return };
+        let shared = rel.join(SHARED_INDEX);
+        let cshared = cpath(&shared);
+        self.lower.refresh(&cshared);
+        if self.lower.stat(&cshared).is_ok() {
+            return;
+        }
+        match read_lower(&self.lower, &rel.join(INDEX_BOX)) {
+            Ok(Some(bytes)) => match publish(&self.lower, &shared, &bytes, owner) {
+                Ok(true) => info!(gitdir = %rel.display(), "published the box's index as the shared index (there was none)"),
+                Ok(false) => {}
+                Err(e) => warn!(error = %e, "publishing a shared index failed"),
+            },
+            Ok(None) => {}
+            Err(e) => warn!(gitdir = %rel.display(), error = %e, "reading index-box to publish it failed"),
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! Git metadata read as data from the lower: HEAD, refs, packed-refs, reflogs, `.git` files.
+//!
+//! Never runs git and never follows a link: every read goes through `Lower::open_at`
+//! (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), after a refresh of the name, and is size-bounded.
+
+mod dotgit;
+mod refs;
+
+pub use dotgit::{parse_gitdir_file, DotGitError};
+pub use refs::{find_packed, Head, HeadOid, RefError, RefState};
+
+use std::ffi::{CStr, CString};
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::lower::Lower;
+
+/// Files larger than this are not git metadata seamfs reads (packed-refs of huge repos excepted).
+pub const MAX_META: u64 = 64 << 20;
+
+/// A git dir on the lower, by its path relative to the lower root.
+#[derive(Debug, Clone)]
+pub struct GitDirRef<'a> {
+    /// The lower.
+    pub lower: &'a Lower,
+    /// The git dir, relative to the lower root (no leading slash).
+    pub dir: PathBuf,
+    /// The common dir (`commondir`), relative to the lower root; the git dir itself when absent.
+    pub common: PathBuf,
+}
+
+/// Joins `rel` under `base` lexically, refusing to climb above the lower root.
+pub fn join_beneath(base: &Path, rel: &Path) -> Option<PathBuf> {
+    let mut out: Vec<&std::ffi::OsStr> = base.components().filter_map(|c| match c {
+        Component::Normal(n) => Some(n),
+        _ => None,
+    }).collect();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out.iter().collect())
+}
+
+/// A C path for a lower-relative path ("." for the root).
+pub fn cpath(p: &Path) -> CString {
+    let b = p.as_os_str().as_bytes();
+    CString::new(if b.is_empty() { b".".to_vec() } else { b.to_vec() }).unwrap_or_else(|_| CString::from(c"."))
+}
+
+impl<'a> GitDirRef<'a> {
+    /// A git dir at `dir`; reads `commondir` to find the common dir.
+    pub fn open(lower: &'a Lower, dir: PathBuf) -> GitDirRef<'a> {
+        let mut g = GitDirRef { lower, common: dir.clone(), dir };
+        if let Ok(Some(c)) = g.read_file(Path::new("commondir"), false) {
+            let text = String::from_utf8_lossy(&c);
+            let rel = Path::new(text.trim_end_matches(['\n', '\r']));
+            if let Some(common) = join_beneath(&g.dir, rel) {
+                g.common = common;
+            }
+        }
+        g
+    }
+
+    /// Reads a file below the git dir (`common`: below the common dir); None when absent.
+    pub fn read_file(&self, name: &Path, common: bool) -> std::io::Result<Option<Vec<u8>>> {
+        let base = if common { &self.common } else { &self.dir };
+        read_lower(self.lower, &base.join(name))
+    }
+}
+
+/// Reads a lower file after refreshing its name; None when absent. Size-bounded.
+pub fn read_lower(lower: &Lower, rel: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let c = cpath(rel);
+    lower.refresh(&c);
+    read_lower_c(lower, &c)
+}
+
+fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
+    let fd = match lower.open_at(c, libc::O_RDONLY, 0) {
+        Ok(fd) => fd,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut f = std::fs::File::from(fd);
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    if meta.len() > MAX_META {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    }
+    let mut buf = Vec::with_capacity(meta.len() as usize);
+    f.by_ref().take(MAX_META).read_to_end(&mut buf)?;
+    Ok(Some(buf))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_stays_beneath() {
+        assert_eq!(join_beneath(Path::new("a/.git/worktrees/w"), Path::new("../..")), Some(PathBuf::from("a/.git")));
+        assert_eq!(join_beneath(Path::new("a"), Path::new("../..")), None);
+        assert_eq!(join_beneath(Path::new("a"), Path::new("/etc")), None);
+        assert_eq!(join_beneath(Path::new(""), Path::new("./x/y")), Some(PathBuf::from("x/y")));
+    }
+}
