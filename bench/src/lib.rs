@@ -1,1 +1,12 @@
+//! seam-lab: the share emulator, and the lab that measures seamfs against it.
+//!
+//! - [`share`]: `seam-lab share`, the seamfs passthrough core with a layer that caches like a
+//!   guest's virtiofs/9p share and injects stale-old / stale-missing faults from a seed.
+//! - [`lab`]: what every lab run needs: temp dirs, mounts that are removed on exit and on signals,
+//!   git on the host side and in the box.
+//! - [`demo`]: `seam-lab demo`, host commits seen through the raw share and through seamfs.
+#![deny(missing_docs)]
 
+pub mod demo;
+pub mod lab;
+pub mod share;

@@ -67,8 +67,10 @@ mod tests {
             assert_eq!(to_box(OsStr::new(lower)), Some(OsStr::new(name)), "{name}");
         }
         for hidden in ["index-box", "index-box.lock", "index-box.seam-seed.1", "index.seam-proposed.a.b.ff"] {
-            assert_eq!(to_lower(OsStr::new(hidden)), ToLower::Hidden, "{hidden}");
-            assert_eq!(to_box(OsStr::new(hidden)), None, "{hidden}");
+            assert_eq!(to_lower(OsStr::new(hidden)), ToLower::Hidden, "the box cannot address {hidden}");
+        }
+        for private in ["index-box.seam-seed.1", "index.seam-tmp.1.2", "index.seam-proposed.a.b.ff"] {
+            assert_eq!(to_box(OsStr::new(private)), None, "{private} is never listed");
         }
         assert_eq!(to_box(OsStr::new("index")), None, "the host's index is never shown");
         assert_eq!(to_box(OsStr::new("index.lock")), None, "nor its lock");

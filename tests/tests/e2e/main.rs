@@ -1,1 +1,13 @@
+//! The one end-to-end test binary: real seamfs mounts, the real git CLI, real syscalls.
+//!
+//! Run `cargo build` first: the tests use `target/<profile>/seamfs` (and `seam-lab`).
+//! Every test mounts in its own temp dirs, so the tests run in parallel; every mount is a
+//! `seam_tests::Mount` guard, unmounted even when a test fails.
 
+mod bad_input;
+mod crash;
+mod freshness;
+mod git_workflows;
+mod ownership;
+mod posix;
+mod scale;
