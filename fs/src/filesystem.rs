@@ -48,11 +48,11 @@ impl<L: Layer> Core<L> {
     /// the kernel takes the backing file.
     fn reply_opened(&self, reply: ReplyOpen, o: Opened) {
         if o.passthrough {
-            match reply.open_backing(&o.fd) {
+            match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
                 Ok(id) => {
                     let fh = self.register(o.fd);
                     reply.opened_passthrough(FileHandle(fh), o.flags | FopenFlags::FOPEN_PASSTHROUGH, &id);
-                    self.keep_backing(fh, id);
+                    self.keep_backing(fh, o.node, id);
                     return;
                 }
                 Err(e) => warn!(error = %e, "passthrough refused for this file; serving reads and writes"),
@@ -64,7 +64,7 @@ impl<L: Layer> Core<L> {
 
     fn reply_created(&self, reply: ReplyCreate, e: Entry, o: Opened) {
         if o.passthrough {
-            match reply.open_backing(&o.fd) {
+            match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
                 Ok(id) => {
                     let fh = self.register(o.fd);
                     reply.created_passthrough(
@@ -75,7 +75,7 @@ impl<L: Layer> Core<L> {
                         o.flags | FopenFlags::FOPEN_PASSTHROUGH,
                         &id,
                     );
-                    self.keep_backing(fh, id);
+                    self.keep_backing(fh, o.node, id);
                     return;
                 }
                 Err(err) => warn!(error = %err, "passthrough refused for this file; serving reads and writes"),
@@ -109,9 +109,9 @@ impl<L: Layer> Filesystem for Core<L> {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
-        reply_entry(reply, Core::lookup(self, parent.0, name));
+        reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -186,7 +186,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -195,7 +195,7 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyEmpty,
     ) {
         let _s = debug_span!("rename", parent = parent.0, ?name, newparent = newparent.0, ?newname).entered();
-        reply_empty(reply, Core::rename(self, parent.0, name, newparent.0, newname, flags.bits()));
+        reply_empty(reply, Core::rename(self, parent.0, name, newparent.0, newname, flags.bits(), req.pid()));
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
@@ -203,9 +203,9 @@ impl<L: Layer> Filesystem for Core<L> {
         reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
-        match Core::open(self, ino.0, flags.0) {
+        match Core::open(self, ino.0, flags.0, req.pid()) {
             Ok(o) => self.reply_opened(reply, o),
             Err(e) => reply.error(e),
         }

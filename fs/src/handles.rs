@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
 use fuser::{BackingId, Errno, FileType};
@@ -44,8 +44,10 @@ pub struct Handles {
     next: AtomicU64,
     files: DashMap<u64, Arc<FileHandle>>,
     dirs: DashMap<u64, Arc<DirHandle>>,
-    /// Passthrough registrations, kept alive until release.
-    backings: DashMap<u64, BackingId>,
+    /// Passthrough registrations by handle (with the handle's node), kept alive until release.
+    backings: DashMap<u64, (u64, Arc<BackingId>)>,
+    /// The live registration of each node with open passthrough files.
+    by_node: DashMap<u64, Weak<BackingId>>,
 }
 
 impl Handles {
@@ -68,12 +70,34 @@ impl Handles {
     /// Forgets an open file (its fd closes when the last user drops it).
     pub fn remove_file(&self, fh: u64) {
         self.files.remove(&fh);
-        self.backings.remove(&fh);
+        if let Some((_, (node, id))) = self.backings.remove(&fh) {
+            drop(id);
+            self.by_node.remove_if(&node, |_, w| w.strong_count() == 0);
+        }
+    }
+
+    /// The passthrough registration of `node`, made by `make` when no open file holds one.
+    ///
+    /// The kernel gives an inode one backing file: a second open whose reply names another
+    /// registration fails with EIO while the first is open. So all of a node's open files share
+    /// one; the shard lock of `by_node` keeps two first opens from both making one.
+    pub fn backing_for(
+        &self,
+        node: u64,
+        make: impl FnOnce() -> std::io::Result<BackingId>,
+    ) -> std::io::Result<Arc<BackingId>> {
+        let mut slot = self.by_node.entry(node).or_default();
+        if let Some(id) = slot.upgrade() {
+            return Ok(id);
+        }
+        let id = Arc::new(make()?);
+        *slot = Arc::downgrade(&id);
+        Ok(id)
     }
 
     /// Keeps a passthrough registration until the handle is released.
-    pub fn keep_backing(&self, fh: u64, id: BackingId) {
-        self.backings.insert(fh, id);
+    pub fn keep_backing(&self, fh: u64, node: u64, id: Arc<BackingId>) {
+        self.backings.insert(fh, (node, id));
     }
 
     /// Registers an open directory.

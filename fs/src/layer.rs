@@ -65,6 +65,11 @@ pub trait Layer: Send + Sync + 'static {
     fn seed_options(&self) -> SeedOptions {
         SeedOptions::default()
     }
+
+    /// Judge lock files and ref moves across kernels (`crate::judge`).
+    fn guards(&self) -> bool {
+        false
+    }
 }
 
 /// seamfs's layer: the git path-policy table and the index split.
@@ -95,5 +100,9 @@ impl Layer for GitLayer {
 
     fn seed_options(&self) -> SeedOptions {
         self.seed
+    }
+
+    fn guards(&self) -> bool {
+        true
     }
 }

@@ -29,6 +29,7 @@ pub mod gitdata;
 pub mod handles;
 pub mod index;
 pub mod inode;
+pub mod judge;
 pub mod layer;
 pub mod lower;
 pub mod mount;

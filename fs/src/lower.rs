@@ -51,6 +51,11 @@ impl Lower {
         Ok(Lower { root: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
+    /// Another handle on the same root (for a background thread).
+    pub fn try_clone(&self) -> io::Result<Lower> {
+        Ok(Lower { root: self.root.try_clone()? })
+    }
+
     /// The root directory fd.
     pub fn root_fd(&self) -> RawFd {
         self.root.as_raw_fd()
@@ -66,7 +71,22 @@ impl Lower {
 
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        let mut flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+        // openat2 refuses bits open(2) ignores, and FUSE passes kernel-internal ones (FMODE_EXEC).
+        const VALID: i32 = libc::O_ACCMODE
+            | libc::O_APPEND
+            | libc::O_NONBLOCK
+            | libc::O_DSYNC
+            | libc::O_SYNC
+            | libc::O_DIRECT
+            | libc::O_NOATIME
+            | libc::O_TRUNC
+            | libc::O_LARGEFILE
+            | libc::O_DIRECTORY
+            | libc::O_CREAT
+            | libc::O_EXCL
+            | libc::O_PATH
+            | libc::O_TMPFILE;
+        let mut flags = (flags & VALID) | libc::O_CLOEXEC | libc::O_NOFOLLOW;
         if flags & libc::O_PATH != 0 {
             // O_PATH allows only a few companions.
             flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;

@@ -62,6 +62,9 @@ struct MountArgs {
     /// Let the box use the shared index instead of its own `index-box`.
     #[arg(long)]
     no_index_split: bool,
+    /// How long a box lock create waits behind a host-held lock before EEXIST, in ms.
+    #[arg(long, default_value_t = 1000)]
+    lock_wait_ms: u64,
     /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -129,7 +132,11 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     if let Some(ms) = file.shared_index_wait_ms {
         layer.seed.shared_wait = Duration::from_millis(ms);
     }
-    let opts = CoreOptions { passthrough: !a.no_passthrough, ..CoreOptions::default() };
+    let opts = CoreOptions {
+        passthrough: !a.no_passthrough,
+        lock_wait: Duration::from_millis(a.lock_wait_ms),
+        ..CoreOptions::default()
+    };
     let core = Core::new(lower, layer, Class::WorkTree, opts)
         .map_err(|e| MountError::usage("stat lower root", &lower_path, e.to_string()))?;
     let mopts = MountOptions { mountpoint: mnt, fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads: a.threads };

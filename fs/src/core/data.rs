@@ -23,6 +23,8 @@ pub struct Opened {
     pub flags: FopenFlags,
     /// Whether the kernel should pass data through to `fd`.
     pub passthrough: bool,
+    /// The node opened (passthrough registrations are shared per node).
+    pub node: u64,
 }
 
 /// Flags the lower open must not see again.
@@ -44,9 +46,10 @@ impl<L: Layer> Core<L> {
         Ok((flags, pass))
     }
 
-    /// OPEN: the lower file with the box's flags, verified to be the node's file.
-    pub fn open(&self, id: u64, flags: i32) -> Result<Opened, Errno> {
+    /// OPEN by process `pid`: the lower file with the box's flags, verified to be the node's.
+    pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = flags & !STRIP;
+        self.guard_open(id, pid);
         let (dev, ino, pinned) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone()))?;
         let fd = match pinned {
             // A pinned node reopens the very file it was looked up as.
@@ -72,7 +75,7 @@ impl<L: Layer> Core<L> {
             }
         };
         let (fopen, passthrough) = self.fopen_flags(id)?;
-        Ok(Opened { fd, flags: fopen, passthrough })
+        Ok(Opened { fd, flags: fopen, passthrough, node: id })
     }
 
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.
@@ -81,7 +84,14 @@ impl<L: Layer> Core<L> {
         let path = child.path.clone();
         let mode = mode & !umask & 0o7777;
         let open_flags = flags & !STRIP;
-        let fd = match self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode) {
+        let class = self.child_class(parent, name, false)?;
+        let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
+        if class == crate::policy::Class::Lock && flags & libc::O_EXCL != 0 && is_eexist(&attempt) {
+            // A host-held lock: wait for it (bounded) rather than fail the box command.
+            self.wait_host_lock(&path);
+            attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
+        }
+        let fd = match attempt {
             Ok(fd) => {
                 if let Err(e) = self.give_to(parent, &path, who) {
                     let _ = self.lower.unlink(&path, false);
@@ -95,8 +105,10 @@ impl<L: Layer> Core<L> {
             Err(e) => return Err(Errno::from(e)),
         };
         let entry = self.record(parent, name, &child)?;
-        let (fopen, passthrough) = self.fopen_flags(entry.attr.ino.0)?;
-        Ok((entry, Opened { fd, flags: fopen, passthrough }))
+        self.guard_created(parent, &child, class, who.pid);
+        let node = entry.attr.ino.0;
+        let (fopen, passthrough) = self.fopen_flags(node)?;
+        Ok((entry, Opened { fd, flags: fopen, passthrough, node }))
     }
 
     /// Registers an opened file; returns the handle id.
@@ -104,9 +116,18 @@ impl<L: Layer> Core<L> {
         self.handles.add_file(FileHandle { fd })
     }
 
-    /// Keeps the kernel's passthrough registration of `fh` until release.
-    pub fn keep_backing(&self, fh: u64, id: BackingId) {
-        self.handles.keep_backing(fh, id);
+    /// The passthrough registration for `node`'s open files, made by `make` when none is alive.
+    pub fn shared_backing(
+        &self,
+        node: u64,
+        make: impl FnOnce() -> std::io::Result<BackingId>,
+    ) -> std::io::Result<std::sync::Arc<BackingId>> {
+        self.handles.backing_for(node, make)
+    }
+
+    /// Keeps the kernel's passthrough registration of `fh` (on `node`) until release.
+    pub fn keep_backing(&self, fh: u64, node: u64, id: std::sync::Arc<BackingId>) {
+        self.handles.keep_backing(fh, node, id);
     }
 
     /// READ (when not passed through).
@@ -201,6 +222,10 @@ impl<L: Layer> Core<L> {
         }
         Ok(n as u32)
     }
+}
+
+fn is_eexist<T>(r: &std::io::Result<T>) -> bool {
+    matches!(r, Err(e) if e.raw_os_error() == Some(libc::EEXIST))
 }
 
 /// fsync or fdatasync.

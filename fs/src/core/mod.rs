@@ -6,6 +6,7 @@
 
 mod data;
 mod dir;
+mod guard;
 mod index_split;
 mod names;
 mod namespace;
@@ -22,6 +23,7 @@ use fuser::{Errno, FileAttr, TimeOrNow};
 use crate::attr::to_attr;
 use crate::handles::Handles;
 use crate::inode::{Found, InodeTable, ROOT};
+use crate::judge::Judge;
 use crate::layer::{Answer, Layer, LookupView};
 use crate::lower::{fstat, proc_fd_path, same_file, Lower};
 use crate::policy::{CachePolicy, Class};
@@ -40,11 +42,13 @@ pub struct CoreOptions {
     pub max_stack_depth: u32,
     /// How many O_PATH fds the layer may pin. Default 4096.
     pub pin_budget: usize,
+    /// How long a box lock create waits behind a host-held lock before EEXIST. Default 1 s.
+    pub lock_wait: Duration,
 }
 
 impl Default for CoreOptions {
     fn default() -> Self {
-        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096 }
+        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096, lock_wait: Duration::from_secs(1) }
     }
 }
 
@@ -69,6 +73,8 @@ pub struct Core<L: Layer> {
     pub(crate) opts: CoreOptions,
     /// Set at init when the kernel accepted passthrough.
     pub(crate) passthrough_on: AtomicBool,
+    /// Lock owners and what box processes saw (shared with the reaper thread).
+    pub(crate) judge: Arc<Judge>,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -80,7 +86,11 @@ impl<L: Layer> Core<L> {
     pub fn new(lower: Lower, layer: L, root_class: Class, opts: CoreOptions) -> std::io::Result<Self> {
         let st = lower.stat(c".")?;
         let inodes = InodeTable::new(&st, root_class, opts.pin_budget);
-        Ok(Core { lower, inodes, handles: Handles::default(), layer, opts, passthrough_on: AtomicBool::new(false) })
+        let judge = Arc::new(Judge::default());
+        if layer.guards() {
+            start_reaper(judge.clone(), lower.try_clone()?);
+        }
+        Ok(Core { lower, inodes, handles: Handles::default(), layer, opts, passthrough_on: AtomicBool::new(false), judge })
     }
 
     /// The layer.
@@ -181,8 +191,8 @@ impl<L: Layer> Core<L> {
         self.inodes.found(Found { parent, name, st, class }, pin_ref)
     }
 
-    /// LOOKUP.
-    pub fn lookup(&self, parent: u64, name: &OsStr) -> Result<Entry, Errno> {
+    /// LOOKUP by process `pid`.
+    pub fn lookup(&self, parent: u64, name: &OsStr, pid: u32) -> Result<Entry, Errno> {
         let parent_class = self.class_of(parent)?;
         let guess = self.layer.classify(parent_class, name, false);
         let child = self.child(parent, name)?;
@@ -193,9 +203,10 @@ impl<L: Layer> Core<L> {
         if self.policy(guess).refresh {
             self.lower.refresh(&path);
         }
+        self.guard_lookup(parent, guess, &child, pid);
         let st = match self.lower.stat(&path) {
             Ok(st) => Some(st),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
             Err(e) => return Err(io_err(e)),
         };
         let class = match &st {
@@ -327,6 +338,24 @@ impl<L: Layer> Core<L> {
             return Ok(());
         }
         self.stat_node(id).map(drop)
+    }
+}
+
+/// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
+fn start_reaper(judge: Arc<Judge>, lower: Lower) {
+    let spawned = std::thread::Builder::new().name("seam-reaper".into()).spawn(move || {
+        let mut ticks = 0u32;
+        loop {
+            std::thread::sleep(crate::judge::locks::REAP_EVERY);
+            judge.locks.reap(&lower);
+            ticks = ticks.wrapping_add(1);
+            if ticks % 25 == 0 {
+                judge.tracker.prune();
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "could not start the lock reaper; dead box processes' locks will stay");
     }
 }
 

@@ -57,7 +57,9 @@ impl<L: Layer> Core<L> {
     pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, who: Caller) -> Result<Entry, Errno> {
         let c = self.new_child(parent, name)?;
         self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(Errno::from)?;
-        self.created(parent, name, &c, who)
+        let e = self.created(parent, name, &c, who)?;
+        self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid);
+        Ok(e)
     }
 
     /// SYMLINK.
@@ -72,6 +74,10 @@ impl<L: Layer> Core<L> {
     pub fn link(&self, id: u64, newparent: u64, newname: &OsStr) -> Result<Entry, Errno> {
         let old = self.inodes.path(id)?;
         let new = self.new_child(newparent, newname)?;
+        if self.layer.guards() && self.class_of(newparent)?.in_git_dir() {
+            // Git publishes objects by link: the content must be on the lower first.
+            self.make_durable(&old);
+        }
         self.lower.link(&old, &new.path).map_err(Errno::from)?;
         self.record(newparent, newname, &new)
     }
@@ -79,20 +85,30 @@ impl<L: Layer> Core<L> {
     /// UNLINK.
     pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
-        self.lower.unlink(&c.path, false).map_err(Errno::from)
+        self.lower.unlink(&c.path, false).map_err(Errno::from)?;
+        self.guard_removed(parent, &c);
+        Ok(())
     }
 
     /// RMDIR.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
-        self.lower.unlink(&c.path, true).map_err(Errno::from)
+        self.lower.unlink(&c.path, true).map_err(Errno::from)?;
+        self.guard_removed(parent, &c);
+        Ok(())
     }
 
-    /// RENAME with RENAME_NOREPLACE / RENAME_EXCHANGE passed to the lower.
-    pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32) -> Result<(), Errno> {
+    /// RENAME by process `pid`, with RENAME_NOREPLACE / RENAME_EXCHANGE passed to the lower.
+    /// In a git dir, a commit of `<name>.lock` onto `<name>` is judged first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, pid: u32) -> Result<(), Errno> {
         let old = self.child(parent, name)?;
         let new = self.new_child(newparent, newname)?;
+        let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
         self.lower.rename(&old.path, &new.path, flags).map_err(Errno::from)?;
+        if let Some(after) = after {
+            self.guard_renamed(after);
+        }
         self.follow_move(newparent, newname, &new);
         if flags & libc::RENAME_EXCHANGE != 0 {
             self.follow_move(parent, name, &old);

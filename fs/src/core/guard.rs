@@ -1,0 +1,340 @@
+//! Where the core calls the judging (`crate::judge`): lookups note what a box process saw,
+//! lock creates record their owner, and a rename of `<name>.lock` onto `<name>` is judged under
+//! that lock before it reaches the lower.
+
+use std::ffi::{CStr, OsStr};
+use std::hash::{Hash, Hasher};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use fuser::Errno;
+use tracing::warn;
+
+use super::names::Child;
+use super::Core;
+use crate::gitdata::{cpath, read_lower, GitDirRef, Head, RefState};
+use crate::judge::locks::LockRecord;
+use crate::judge::procs::Proc;
+use crate::judge::tracker::Start;
+use crate::judge::verdict::{self, judge_file, judge_ops, judge_ref, Target, Verdict, OP_STATE};
+use crate::layer::Layer;
+use crate::policy::Class;
+
+/// What to record once a judged rename has gone through.
+#[derive(Debug)]
+pub(crate) struct AfterRename {
+    proc_: Proc,
+    dir: PathBuf,
+    target: Target,
+    new_value: Option<Vec<u8>>,
+    lock: std::ffi::CString,
+}
+
+fn hash(bytes: &Option<Vec<u8>>) -> Option<u64> {
+    bytes.as_ref().map(|b| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        b.hash(&mut h);
+        h.finish()
+    })
+}
+
+fn trimmed(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).trim().to_string()
+}
+
+/// What a name inside a git dir is judged as.
+fn target_of(rel: &str) -> Target {
+    if rel == "HEAD" || rel.starts_with("refs/") || (rel.ends_with("_HEAD") && !rel.contains('/')) {
+        Target::Ref(rel.to_string())
+    } else if rel == "config" || rel == "packed-refs" {
+        Target::File(rel.to_string())
+    } else {
+        Target::Other
+    }
+}
+
+impl<L: Layer> Core<L> {
+    /// The git dir above `parent` and the path of `lower_name` relative to it.
+    fn in_git_dir(&self, parent: u64, lower_name: &OsStr) -> Option<(PathBuf, String)> {
+        let mut parts = vec![lower_name.to_string_lossy().into_owned()];
+        let mut cur = parent;
+        loop {
+            let (class, name, up) = self.inodes.with(cur, |n| (n.class, n.name.clone(), n.parent)).ok()?;
+            if class == Class::GitDir {
+                let path = self.inodes.path(cur).ok()?;
+                parts.reverse();
+                return Some((PathBuf::from(OsStr::from_bytes(path.as_bytes())), parts.join("/")));
+            }
+            if class == Class::WorkTree || cur == up {
+                return None;
+            }
+            parts.push(name.to_string_lossy().into_owned());
+            cur = up;
+        }
+    }
+
+    /// The value of a ref as the judging compares it: HEAD's raw content, a ref's object id.
+    fn ref_value(&self, gitdir: &Path, rel: &str) -> Option<String> {
+        if !rel.starts_with("refs/") {
+            return read_lower(&self.lower, &gitdir.join(rel)).ok().flatten().map(|b| trimmed(&b));
+        }
+        match GitDirRef::open(&self.lower, gitdir.to_path_buf()).resolve(rel) {
+            Ok(RefState::At(oid)) => Some(oid),
+            _ => None,
+        }
+    }
+
+    fn ops_present(&self, gitdir: &Path) -> Vec<String> {
+        OP_STATE
+            .iter()
+            .filter(|n| {
+                let c = cpath(&gitdir.join(n));
+                self.lower.refresh(&c);
+                self.lower.stat(&c).is_ok()
+            })
+            .map(|n| n.to_string())
+            .collect()
+    }
+
+    /// A process's first look at a git dir's HEAD: record where it started.
+    fn note_start(&self, p: Proc, gitdir: &Path) {
+        if self.judge.tracker.started(p) {
+            return;
+        }
+        let g = GitDirRef::open(&self.lower, gitdir.to_path_buf());
+        let head = g.head().ok().flatten();
+        let head_raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten().map(|b| trimmed(&b));
+        self.judge.tracker.note_ref(p, gitdir, "HEAD", head_raw);
+        let branch = match head {
+            Some(Head::Symbolic(b)) => {
+                let v = match g.resolve(&b) {
+                    Ok(RefState::At(oid)) => Some(oid),
+                    _ => None,
+                };
+                self.judge.tracker.note_ref(p, &g.common, &b, v);
+                Some(b)
+            }
+            _ => None,
+        };
+        let ops = self.ops_present(gitdir);
+        self.judge.tracker.start(p, Start { gitdir: gitdir.into(), common: g.common.clone(), branch, ops });
+    }
+
+    /// LOOKUP inside a git dir: note HEAD and refs as first seen; wait out a host-held lock.
+    pub(crate) fn guard_lookup(&self, parent: u64, class: Class, child: &Child<'_>, pid: u32) {
+        if !self.layer.guards() || !class.in_git_dir() {
+            return;
+        }
+        let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return };
+        match class {
+            Class::LiveRef if rel == "HEAD" => self.note_start(Proc::of(pid), &gitdir),
+            Class::LiveRef if rel.starts_with("refs/") => {
+                let p = Proc::of(pid);
+                if !self.judge.tracker.has_ref(p, &gitdir, &rel) {
+                    let v = self.ref_value(&gitdir, &rel);
+                    self.judge.tracker.note_ref(p, &gitdir, &rel, v);
+                }
+            }
+            Class::Lock => self.wait_host_lock(&child.path),
+            _ => {}
+        }
+    }
+
+    /// A lock that exists on the lower and that no box process holds is the host's: wait for
+    /// it (bounded) so short host operations serialise instead of failing the box command.
+    pub(crate) fn wait_host_lock(&self, path: &CStr) {
+        let deadline = Instant::now() + self.opts.lock_wait;
+        loop {
+            self.lower.refresh(path);
+            let held_by_host = self.lower.stat(path).is_ok() && self.judge.locks.holder(&path.to_owned()).is_none();
+            if !held_by_host || Instant::now() >= deadline {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A branch that reads as absent while its reflog has entries is looked up again (bounded)
+    /// before it is ever served as unborn; None when it stays hidden (the box gets EIO).
+    pub(crate) fn guard_missing(&self, parent: u64, class: Class, child: &Child<'_>) -> Result<Option<libc::stat>, Errno> {
+        if !self.layer.guards() || class != Class::LiveRef {
+            return Ok(None);
+        }
+        let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(None) };
+        if !rel.starts_with("refs/heads/") {
+            return Ok(None);
+        }
+        let g = GitDirRef::open(&self.lower, gitdir.clone());
+        if !matches!(g.resolve(&rel), Ok(RefState::Hidden)) {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + self.opts.lock_wait;
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+            self.lower.refresh(&child.path);
+            if let Ok(st) = self.lower.stat(&child.path) {
+                return Ok(Some(st));
+            }
+            if !matches!(g.resolve(&rel), Ok(RefState::Hidden)) {
+                return Ok(None);
+            }
+        }
+        warn!(gitdir = %gitdir.display(), branch = %rel, "branch reads as absent but has a reflog; refusing to serve it as unborn");
+        Err(Errno::EIO)
+    }
+
+    /// OPEN of `config` or `packed-refs`: note what the process read.
+    pub(crate) fn guard_open(&self, id: u64, pid: u32) {
+        if !self.layer.guards() {
+            return;
+        }
+        let Ok((class, parent, name)) = self.inodes.with(id, |n| (n.class, n.parent, n.name.clone())) else { return };
+        if class != Class::LiveRef || (&*name != "config" && &*name != "packed-refs") {
+            return;
+        }
+        let Some((gitdir, rel)) = self.in_git_dir(parent, &name) else { return };
+        if let Target::File(_) = target_of(&rel) {
+            let content = read_lower(&self.lower, &gitdir.join(&rel)).ok().flatten();
+            self.judge.tracker.read_file(Proc::of(pid), &gitdir, &rel, hash(&content));
+        }
+    }
+
+    /// After a create or mkdir: record box locks and box-made operation state.
+    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32) {
+        if !self.layer.guards() {
+            return;
+        }
+        if class == Class::Lock {
+            if let Ok(st) = self.lower.stat(&child.path) {
+                let rec = LockRecord { owner: Proc::of(pid), dev: st.st_dev, ino: st.st_ino };
+                self.judge.locks.created(child.path.clone(), rec);
+            }
+        } else if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
+            if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
+                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), true);
+            }
+        }
+    }
+
+    /// After an unlink or rmdir: forget the lock or the box's operation state.
+    pub(crate) fn guard_removed(&self, parent: u64, child: &Child<'_>) {
+        if !self.layer.guards() {
+            return;
+        }
+        self.judge.locks.released(&child.path);
+        if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
+            if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
+                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), false);
+            }
+        }
+    }
+
+    /// RENAME inside a git dir: make the source durable first; judge `<name>.lock` → `<name>`.
+    pub(crate) fn guard_rename(
+        &self,
+        parent: u64,
+        old: &Child<'_>,
+        newparent: u64,
+        new: &Child<'_>,
+        pid: u32,
+    ) -> Result<Option<AfterRename>, Errno> {
+        if !self.layer.guards() {
+            return Ok(None);
+        }
+        let in_git = self.class_of(newparent).map(|c| c.in_git_dir()).unwrap_or(false);
+        if !in_git {
+            return Ok(None);
+        }
+        self.make_durable(&old.path);
+        let is_commit = parent == newparent
+            && old.lower.as_bytes().strip_suffix(b".lock") == Some(new.lower.as_bytes());
+        if !is_commit {
+            return Ok(None);
+        }
+        let Some((gitdir, rel)) = self.in_git_dir(newparent, &new.lower) else { return Ok(None) };
+        let p = Proc::of(pid);
+        let target = target_of(&rel);
+        let verdict = match &target {
+            Target::Ref(name) => {
+                let now = self.ref_value(&gitdir, name);
+                match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
+                    Verdict::Allow => self.judge_head_ops(p, &gitdir, name),
+                    refuse => refuse,
+                }
+            }
+            Target::File(name) => {
+                let now = hash(&read_lower(&self.lower, &gitdir.join(name)).ok().flatten());
+                judge_file(name, self.judge.tracker.last_read(p, &gitdir, name).as_ref(), &now)
+            }
+            Target::Other => Verdict::Allow,
+        };
+        if let Verdict::Refuse(msg) = verdict {
+            warn!(pid, gitdir = %gitdir.display(), "{msg}");
+            return Err(Errno::EBUSY);
+        }
+        let new_value = read_lower(&self.lower, &PathBuf::from(OsStr::from_bytes(old.path.as_bytes()))).ok().flatten();
+        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, new_value, lock: old.path.clone() }))
+    }
+
+    /// Moves of HEAD or of the branch the command started on: refused when the other side
+    /// started an operation meanwhile, or when a leftover autostash dir is in the way.
+    fn judge_head_ops(&self, p: Proc, dir: &Path, name: &str) -> Verdict {
+        let Some(start) = self.judge.tracker.start_of(p) else { return Verdict::Allow };
+        let moves_head = (name == "HEAD" && dir == start.gitdir) || (dir == start.common && start.branch.as_deref() == Some(name));
+        if !moves_head {
+            return Verdict::Allow;
+        }
+        for d in ["rebase-merge", "rebase-apply"] {
+            if self.is_leftover_autostash(&start.gitdir.join(d)) {
+                return verdict::leftover_autostash(d);
+            }
+        }
+        let now = self.ops_present(&start.gitdir);
+        judge_ops(&start.ops, &now, &self.judge.tracker.own_ops(&start.gitdir))
+    }
+
+    fn is_leftover_autostash(&self, dir: &Path) -> bool {
+        let c = cpath(dir);
+        let Ok(st) = self.lower.stat(&c) else { return false };
+        let age = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs().saturating_sub(st.st_mtime.max(0) as u64))
+            .unwrap_or(0);
+        if age < verdict::LEFTOVER_AGE_SECS {
+            return false;
+        }
+        let Ok(fd) = self.lower.open_at(&c, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
+        let names: Vec<_> = match std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect(),
+            Err(_) => return false,
+        };
+        names.len() == 1 && names[0] == "autostash"
+    }
+
+    /// After a judged rename went through: the process's baseline advances; the lock is gone.
+    pub(crate) fn guard_renamed(&self, after: AfterRename) {
+        self.judge.locks.released(&after.lock);
+        match after.target {
+            Target::Ref(name) => {
+                let v = if name.starts_with("refs/") {
+                    after.new_value.as_deref().map(trimmed).filter(|v| !v.starts_with("ref:"))
+                } else {
+                    after.new_value.as_deref().map(trimmed)
+                };
+                self.judge.tracker.moved_ref(after.proc_, &after.dir, &name, v);
+            }
+            Target::File(name) => self.judge.tracker.read_file(after.proc_, &after.dir, &name, hash(&after.new_value)),
+            Target::Other => {}
+        }
+    }
+
+    /// What the box wrote is on the lower, durably, before the rename that publishes it.
+    pub(crate) fn make_durable(&self, path: &CStr) {
+        if let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY, 0) {
+            // SAFETY: valid fd.
+            unsafe { libc::fsync(fd.as_raw_fd()) };
+        }
+    }
+}

@@ -1,0 +1,88 @@
+//! Lock files the box created: who holds each, and the release of a dead owner's lock.
+//!
+//! A lock is recorded at create with its creator and the lower file's identity. The rename
+//! that commits it, or the unlink that rolls it back, forgets it. A reaper removes a lock
+//! whose creator died — only while the lower name still holds the very file it created, so a
+//! lock someone else took since is never touched. Host-side locks are never recorded, so never
+//! removed.
+
+use std::ffi::CString;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tracing::warn;
+
+use super::procs::Proc;
+use crate::lower::{same_file, Lower};
+
+/// One box-held lock.
+#[derive(Debug, Clone, Copy)]
+pub struct LockRecord {
+    /// Its creator.
+    pub owner: Proc,
+    /// Lower device of the lock file.
+    pub dev: u64,
+    /// Lower inode of the lock file.
+    pub ino: u64,
+}
+
+/// Box-held locks by lower path.
+#[derive(Debug, Default)]
+pub struct Locks {
+    held: DashMap<CString, LockRecord>,
+}
+
+/// How often the reaper looks. A dead owner's lock goes within about this long.
+pub const REAP_EVERY: Duration = Duration::from_millis(200);
+
+impl Locks {
+    /// Records a lock the box just created.
+    pub fn created(&self, path: CString, rec: LockRecord) {
+        self.held.insert(path, rec);
+    }
+
+    /// Forgets a lock (committed by rename, or removed).
+    pub fn released(&self, path: &CString) {
+        self.held.remove(path);
+    }
+
+    /// The box record for a lock path, if the box holds it.
+    pub fn holder(&self, path: &CString) -> Option<LockRecord> {
+        self.held.get(path).map(|r| *r)
+    }
+
+    /// Removes locks whose creator is gone; returns how many were removed.
+    pub fn reap(&self, lower: &Lower) -> usize {
+        let dead: Vec<(CString, LockRecord)> = self
+            .held
+            .iter()
+            .filter(|e| !e.value().owner.alive())
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect();
+        let mut removed = 0;
+        for (path, rec) in dead {
+            self.held.remove(&path);
+            match lower.stat(&path) {
+                Ok(st) if same_file(&st, rec.dev, rec.ino) => match lower.unlink(&path, false) {
+                    Ok(()) => {
+                        removed += 1;
+                        warn!(lock = %path.to_string_lossy(), pid = rec.owner.pid, "removed a lock left by a box process that died");
+                    }
+                    Err(e) => warn!(lock = %path.to_string_lossy(), error = %e, "could not remove a dead box process's lock"),
+                },
+                _ => {}
+            }
+        }
+        removed
+    }
+
+    /// Number of box-held locks.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True when the box holds no lock.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+}

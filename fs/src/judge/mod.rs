@@ -1,0 +1,23 @@
+//! Git's cross-kernel protocols made sound: lock owners, ref moves judged under git's own lock,
+//! operations in progress.
+//!
+//! - [`procs`]: which box process is which (pid plus start time, so a reused pid is not taken
+//!   for the process that held a lock).
+//! - [`locks`]: who created each lock file; a dead box owner's lock is removed.
+//! - [`tracker`]: what each box process saw when it started (HEAD, the branch, refs it touched,
+//!   operation state) and what it last read of `config` and `packed-refs`.
+//! - [`verdict`]: the pure decision for a rename of `<name>.lock` onto `<name>`.
+
+pub mod locks;
+pub mod procs;
+pub mod tracker;
+pub mod verdict;
+
+/// The shared state the judging needs, kept beside the core and used by its reaper thread.
+#[derive(Debug, Default)]
+pub struct Judge {
+    /// What each box process saw.
+    pub tracker: tracker::Tracker,
+    /// Box-held locks.
+    pub locks: locks::Locks,
+}

@@ -1,0 +1,58 @@
+//! Box processes by identity: a pid and its start time (field 22 of `/proc/<pid>/stat`).
+
+/// A process as seen in FUSE requests (pids are in the daemon's namespace).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Proc {
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks since boot; 0 when it could not be read.
+    pub start: u64,
+}
+
+/// The start time of `pid`, or None when it is gone.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+impl Proc {
+    /// The process behind a request's pid, now.
+    pub fn of(pid: u32) -> Proc {
+        Proc { pid, start: start_time(pid).unwrap_or(0) }
+    }
+
+    /// True while this very process runs (a zombie counts as gone: it will never rename).
+    pub fn alive(&self) -> bool {
+        if self.pid == 0 {
+            return false;
+        }
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
+            Ok(stat) => {
+                let Some(i) = stat.rfind(')') else { return false };
+                let mut fields = stat[i + 1..].split_whitespace();
+                let state = fields.next().unwrap_or("Z");
+                let start = fields.nth(18).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+                state != "Z" && state != "X" && (self.start == 0 || start == self.start)
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_alive_and_a_dead_child_is_not() {
+        let me = Proc::of(std::process::id());
+        assert!(me.start > 0 && me.alive());
+        let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+        let p = Proc::of(child.id());
+        child.wait().expect("wait");
+        assert!(!p.alive(), "a reaped child is gone");
+        assert!(!Proc { pid: me.pid, start: me.start + 1 }.alive(), "same pid, other start: another process");
+    }
+}

@@ -1,0 +1,180 @@
+//! What each box process saw: the baseline its ref moves are judged against.
+//!
+//! Keyed by pid; a record whose process start time differs belongs to a reused pid and is
+//! dropped. Inside, per git-dir-relative directory (the dir holding the files): refs as first
+//! seen (then advanced by the process's own moves), whole files as last read, and the
+//! operation state present when the process started.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use dashmap::DashMap;
+
+use super::procs::Proc;
+
+#[derive(Debug, Default)]
+struct DirSeen {
+    refs: HashMap<String, Option<String>>,
+    files: HashMap<String, Option<u64>>,
+}
+
+/// Where a process started: the git dir whose HEAD it first read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Start {
+    /// The git dir (a linked worktree's own, or the main one).
+    pub gitdir: PathBuf,
+    /// Its common dir (where branches live).
+    pub common: PathBuf,
+    /// HEAD's branch then (None: detached).
+    pub branch: Option<String>,
+    /// Operation state present then.
+    pub ops: Vec<String>,
+}
+
+#[derive(Debug)]
+struct ProcSeen {
+    start: u64,
+    head: Option<Start>,
+    dirs: HashMap<PathBuf, DirSeen>,
+}
+
+/// All box processes' baselines.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    procs: DashMap<u32, ProcSeen>,
+    own_ops: DashMap<PathBuf, HashSet<String>>,
+}
+
+impl Tracker {
+    fn with_proc<T>(&self, p: Proc, f: impl FnOnce(&mut ProcSeen) -> T) -> T {
+        let mut e = self.procs.entry(p.pid).or_insert_with(|| ProcSeen { start: p.start, head: None, dirs: HashMap::new() });
+        if e.start != p.start {
+            *e = ProcSeen { start: p.start, head: None, dirs: HashMap::new() };
+        }
+        f(&mut e)
+    }
+
+    fn with<T>(&self, p: Proc, dir: &Path, f: impl FnOnce(&mut DirSeen) -> T) -> T {
+        self.with_proc(p, |e| f(e.dirs.entry(dir.to_path_buf()).or_default()))
+    }
+
+    fn peek<T>(&self, p: Proc, dir: &Path, f: impl FnOnce(&DirSeen) -> T) -> Option<T> {
+        let e = self.procs.get(&p.pid)?;
+        if e.start != p.start {
+            return None;
+        }
+        e.dirs.get(dir).map(f)
+    }
+
+    /// True once the process's start was recorded.
+    pub fn started(&self, p: Proc) -> bool {
+        self.start_of(p).is_some()
+    }
+
+    /// Records where the process started (only the first time).
+    pub fn start(&self, p: Proc, start: Start) {
+        self.with_proc(p, |e| {
+            if e.head.is_none() {
+                e.head = Some(start);
+            }
+        });
+    }
+
+    /// Where the process started.
+    pub fn start_of(&self, p: Proc) -> Option<Start> {
+        let e = self.procs.get(&p.pid)?;
+        if e.start != p.start {
+            return None;
+        }
+        e.head.clone()
+    }
+
+    /// Notes a ref's value the first time the process touches it (`dir` holds the ref file).
+    pub fn note_ref(&self, p: Proc, dir: &Path, name: &str, value: Option<String>) {
+        self.with(p, dir, |d| {
+            d.refs.entry(name.to_string()).or_insert(value);
+        });
+    }
+
+    /// True when the process has a value for the ref.
+    pub fn has_ref(&self, p: Proc, dir: &Path, name: &str) -> bool {
+        self.peek(p, dir, |d| d.refs.contains_key(name)).unwrap_or(false)
+    }
+
+    /// What the process saw of a ref (None: never touched it).
+    pub fn seen_ref(&self, p: Proc, dir: &Path, name: &str) -> Option<Option<String>> {
+        self.peek(p, dir, |d| d.refs.get(name).cloned()).flatten()
+    }
+
+    /// After the process's own move: its baseline advances.
+    pub fn moved_ref(&self, p: Proc, dir: &Path, name: &str, value: Option<String>) {
+        self.with(p, dir, |d| {
+            d.refs.insert(name.to_string(), value);
+        });
+    }
+
+    /// Notes a whole file's content (hash) as last read by the process.
+    pub fn read_file(&self, p: Proc, dir: &Path, name: &str, content: Option<u64>) {
+        self.with(p, dir, |d| {
+            d.files.insert(name.to_string(), content);
+        });
+    }
+
+    /// What the process last read of a whole file (None: never).
+    pub fn last_read(&self, p: Proc, dir: &Path, name: &str) -> Option<Option<u64>> {
+        self.peek(p, dir, |d| d.files.get(name).cloned()).flatten()
+    }
+
+    /// Records operation state a box process created.
+    pub fn own_op(&self, gitdir: &Path, name: &str, present: bool) {
+        let mut e = self.own_ops.entry(gitdir.to_path_buf()).or_default();
+        if present {
+            e.insert(name.to_string());
+        } else {
+            e.remove(name);
+        }
+    }
+
+    /// Operation state the box created in `gitdir`.
+    pub fn own_ops(&self, gitdir: &Path) -> Vec<String> {
+        self.own_ops.get(gitdir).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Drops the records of processes that are gone.
+    pub fn prune(&self) {
+        self.procs.retain(|pid, seen| Proc { pid: *pid, start: seen.start }.alive());
+    }
+
+    /// Number of processes tracked.
+    pub fn len(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// True when no process is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.procs.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_seen_then_own_moves_and_pid_reuse() {
+        let t = Tracker::default();
+        let p = Proc { pid: 42, start: 1 };
+        let d = Path::new(".git");
+        t.note_ref(p, d, "refs/heads/main", Some("a".into()));
+        t.note_ref(p, d, "refs/heads/main", Some("b".into()));
+        assert_eq!(t.seen_ref(p, d, "refs/heads/main"), Some(Some("a".into())), "first seen wins");
+        t.moved_ref(p, d, "refs/heads/main", Some("c".into()));
+        assert_eq!(t.seen_ref(p, d, "refs/heads/main"), Some(Some("c".into())), "own move advances");
+        let reused = Proc { pid: 42, start: 2 };
+        assert_eq!(t.seen_ref(reused, d, "refs/heads/main"), None, "a reused pid starts clean");
+        let s = Start { gitdir: d.into(), common: d.into(), branch: Some("refs/heads/main".into()), ops: vec!["MERGE_HEAD".into()] };
+        t.start(p, s.clone());
+        t.start(p, Start { ops: vec![], ..s.clone() });
+        assert_eq!(t.start_of(p), Some(s), "the first start stays");
+    }
+}
