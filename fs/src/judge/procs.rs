@@ -17,9 +17,17 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The thread-group id (the process) of a thread id; FUSE requests carry the thread's id.
+pub fn tgid(tid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
+}
+
 impl Proc {
-    /// The process behind a request's pid, now.
-    pub fn of(pid: u32) -> Proc {
+    /// The process behind a request's pid (a thread id: a lock taken by a worker thread
+    /// belongs to its process), now.
+    pub fn of(tid: u32) -> Proc {
+        let pid = tgid(tid).unwrap_or(tid);
         Proc { pid, start: start_time(pid).unwrap_or(0) }
     }
 
@@ -54,5 +62,8 @@ mod tests {
         child.wait().expect("wait");
         assert!(!p.alive(), "a reaped child is gone");
         assert!(!Proc { pid: me.pid, start: me.start + 1 }.alive(), "same pid, other start: another process");
+        // SAFETY: gettid has no failure mode.
+        let here = std::thread::scope(|s| s.spawn(|| Proc::of(unsafe { libc::gettid() } as u32)).join().expect("thread"));
+        assert_eq!(here.pid, me.pid, "a thread maps to its process");
     }
 }
