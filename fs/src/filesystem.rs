@@ -50,7 +50,7 @@ impl<L: Layer> Core<L> {
         if o.passthrough {
             match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
                 Ok(id) => {
-                    let fh = self.register(o.fd);
+                    let fh = self.register(o.fd, o.node);
                     reply.opened_passthrough(FileHandle(fh), o.flags | FopenFlags::FOPEN_PASSTHROUGH, &id);
                     self.keep_backing(fh, o.node, id);
                     return;
@@ -58,7 +58,7 @@ impl<L: Layer> Core<L> {
                 Err(e) => warn!(error = %e, "passthrough refused for this file; serving reads and writes"),
             }
         }
-        let fh = self.register(o.fd);
+        let fh = self.register(o.fd, o.node);
         reply.opened(FileHandle(fh), o.flags);
     }
 
@@ -66,7 +66,7 @@ impl<L: Layer> Core<L> {
         if o.passthrough {
             match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
                 Ok(id) => {
-                    let fh = self.register(o.fd);
+                    let fh = self.register(o.fd, o.node);
                     reply.created_passthrough(
                         &e.entry_ttl,
                         &e.attr,
@@ -81,7 +81,7 @@ impl<L: Layer> Core<L> {
                 Err(err) => warn!(error = %err, "passthrough refused for this file; serving reads and writes"),
             }
         }
-        let fh = self.register(o.fd);
+        let fh = self.register(o.fd, o.node);
         reply.created(&e.entry_ttl, &e.attr, GEN, FileHandle(fh), o.flags);
     }
 }
@@ -169,9 +169,9 @@ impl<L: Layer> Filesystem for Core<L> {
         reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("unlink", parent = parent.0, ?name).entered();
-        reply_empty(reply, Core::unlink(self, parent.0, name));
+        reply_empty(reply, Core::unlink(self, parent.0, name, req.pid()));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {

@@ -14,6 +14,8 @@ use parking_lot::Mutex;
 pub struct FileHandle {
     /// The lower file, opened with the box's flags.
     pub fd: OwnedFd,
+    /// The node it was opened as (an unlinked open file is reached through its handle).
+    pub node: u64,
 }
 
 /// One directory entry as read from the lower.
@@ -60,6 +62,11 @@ impl Handles {
         let id = self.next_id();
         self.files.insert(id, Arc::new(h));
         id
+    }
+
+    /// Any open file of `node` (for a node whose name is gone while it is still open).
+    pub fn file_of(&self, node: u64) -> Option<Arc<FileHandle>> {
+        self.files.iter().find(|e| e.value().node == node).map(|e| e.value().clone())
     }
 
     /// Looks up an open file.

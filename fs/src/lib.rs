@@ -10,6 +10,7 @@
 //! - [`inode`], [`handles`]: nodes by path (no fd per inode), fds only while open.
 //! - [`policy`], [`layer`]: the path-policy table and the trait a layer implements.
 //! - [`core`]: every FUSE operation as a plain function returning `Result<_, Errno>`.
+//! - [`heal`]: the heal of a stale index after the other side's commit, and its proposals.
 //! - [`filesystem`]: the thin `fuser::Filesystem` glue.
 //! - [`mount`], [`daemon`]: mounting, serving, unmounting, daemonising.
 //!
@@ -27,6 +28,7 @@ pub mod daemon;
 pub mod filesystem;
 pub mod gitdata;
 pub mod handles;
+pub mod heal;
 pub mod index;
 pub mod inode;
 pub mod judge;

@@ -51,6 +51,12 @@ impl Lower {
         Ok(Lower { root: unsafe { OwnedFd::from_raw_fd(fd) } })
     }
 
+    /// A lower rooted at a directory fd already opened without following links (for example a
+    /// git dir opened through another `Lower`), so later calls address names inside it only.
+    pub fn from_fd(root: OwnedFd) -> Lower {
+        Lower { root }
+    }
+
     /// Another handle on the same root (for a background thread).
     pub fn try_clone(&self) -> io::Result<Lower> {
         Ok(Lower { root: self.root.try_clone()? })

@@ -1,14 +1,22 @@
-//! `seamd`, the host daemon. Its work (installing healed indexes, `doctor`) arrives with the
-//! healing issue; until then every command says plainly that it is not implemented.
+//! `seamd`, the host daemon: a thin CLI over the `seamd` library.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-/// seamd: the host side of seamfs. It never runs git in the checkout and never follows a link
-/// out of it.
+use seamd::doctor::{doctor, DoctorOptions, Level};
+use seamd::gitdirs::Checkout;
+use seamd::run::{run, RunOptions};
+
+/// seamd: the host side of seamfs. It never starts a process (no git) and never follows a link
+/// out of the checkout.
 ///
-/// Exit codes: 0 success; 2 bad arguments; 70 the command is not implemented yet.
+/// Exit codes: 0 success (doctor: nothing to warn about); 1 doctor found something to look at;
+/// 2 bad arguments; 3 the checkout cannot be used (not openable, `.git` missing, a file or a
+/// link); 4 run hit an I/O error or could not restore an index (the log line says which).
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
@@ -18,24 +26,85 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Install healed index proposals in CHECKOUT (not implemented yet).
+    /// Install healed index proposals in CHECKOUT's git dirs, pass after pass.
     Run {
-        /// The host checkout.
+        /// The host's main checkout.
         checkout: PathBuf,
+        /// One pass, then exit.
+        #[arg(long)]
+        once: bool,
+        /// Milliseconds between passes.
+        #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=600_000))]
+        interval_ms: u64,
     },
-    /// Report the checkout's cross-kernel health (not implemented yet).
+    /// Report the checkout's cross-kernel state: proposals, autostashes, old locks, index-box.
     Doctor {
-        /// The host checkout.
+        /// The host's main checkout.
         checkout: PathBuf,
+        /// Report lock files older than this many seconds.
+        #[arg(long, default_value_t = 60)]
+        lock_age_s: u64,
     },
 }
 
-fn main() {
+const EXIT_FINDINGS: u8 = 1;
+const EXIT_CHECKOUT: u8 = 3;
+const EXIT_IO: u8 = 4;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// SIGTERM/SIGINT/SIGHUP end `run` between installs, so no lock is left behind.
+fn stop_on_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(sig, on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t) };
+    }
+}
+
+fn open(path: &std::path::Path) -> Result<Checkout, ExitCode> {
+    Checkout::open(path).map_err(|e| {
+        eprintln!("seamd: {e}");
+        ExitCode::from(EXIT_CHECKOUT)
+    })
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let name = match cli.cmd {
-        Cmd::Run { .. } => "run",
-        Cmd::Doctor { .. } => "doctor",
-    };
-    eprintln!("seamd: `{name}` is not implemented yet (it arrives with the healing issue); nothing was done");
-    std::process::exit(70);
+    match cli.cmd {
+        Cmd::Run { checkout, once, interval_ms } => {
+            let c = match open(&checkout) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            stop_on_signals();
+            let opts = RunOptions { interval: Duration::from_millis(interval_ms), once, ..Default::default() };
+            let report = run(&c, &opts, &STOP, &mut |line| eprintln!("seamd: {line}"));
+            if once && report.needs_attention() {
+                ExitCode::from(EXIT_IO)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Cmd::Doctor { checkout, lock_age_s } => {
+            let c = match open(&checkout) {
+                Ok(c) => c,
+                Err(code) => return code,
+            };
+            let rows = doctor(&c, DoctorOptions { lock_age: Duration::from_secs(lock_age_s) });
+            for r in &rows {
+                println!("{r}");
+            }
+            let warns = rows.iter().filter(|r| r.level == Level::Warn).count();
+            println!("seamd doctor: {} finding(s), {warns} to look at", rows.len());
+            if warns > 0 {
+                ExitCode::from(EXIT_FINDINGS)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+    }
 }

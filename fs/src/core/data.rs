@@ -49,7 +49,7 @@ impl<L: Layer> Core<L> {
     /// OPEN by process `pid`: the lower file with the box's flags, verified to be the node's.
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = flags & !STRIP;
-        self.guard_open(id, pid);
+        self.guard_open(id, flags, pid);
         let (dev, ino, pinned) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone()))?;
         let fd = match pinned {
             // A pinned node reopens the very file it was looked up as.
@@ -112,8 +112,8 @@ impl<L: Layer> Core<L> {
     }
 
     /// Registers an opened file; returns the handle id.
-    pub fn register(&self, fd: OwnedFd) -> u64 {
-        self.handles.add_file(FileHandle { fd })
+    pub fn register(&self, fd: OwnedFd, node: u64) -> u64 {
+        self.handles.add_file(FileHandle { fd, node })
     }
 
     /// The passthrough registration for `node`'s open files, made by `make` when none is alive.

@@ -93,6 +93,10 @@ impl<L: Layer> Core<L> {
         if offset == 0 || guard.is_none() {
             let class = self.class_of(dir)?;
             let mut all = read_all(&h.fd)?;
+            let lower_names: Vec<OsString> = all.iter().map(|e| e.lower.clone()).collect();
+            if self.seed_for_listing(dir, &lower_names) {
+                all = read_all(&h.fd)?;
+            }
             all.retain_mut(|e| match self.box_name(class, &e.lower) {
                 Some(n) if n != e.lower.as_os_str() => {
                     e.name = n.to_os_string();

@@ -28,8 +28,10 @@ pub(crate) struct AfterRename {
     proc_: Proc,
     dir: PathBuf,
     target: Target,
+    old_value: Option<String>,
     new_value: Option<Vec<u8>>,
     lock: std::ffi::CString,
+    heals: Vec<super::heal_seal::PendingHeal>,
 }
 
 fn hash(bytes: &Option<Vec<u8>>) -> Option<u64> {
@@ -46,7 +48,9 @@ fn trimmed(b: &[u8]) -> String {
 
 /// What a name inside a git dir is judged as.
 fn target_of(rel: &str) -> Target {
-    if rel == "HEAD" || rel.starts_with("refs/") || (rel.ends_with("_HEAD") && !rel.contains('/')) {
+    if rel.ends_with(".lock") {
+        Target::Other
+    } else if rel == "HEAD" || rel.starts_with("refs/") || (rel.ends_with("_HEAD") && !rel.contains('/')) {
         Target::Ref(rel.to_string())
     } else if rel == "config" || rel == "packed-refs" {
         Target::File(rel.to_string())
@@ -166,6 +170,12 @@ impl<L: Layer> Core<L> {
         if !rel.starts_with("refs/heads/") {
             return Ok(None);
         }
+        // A transaction in flight (git writes the reflog before renaming `<ref>.lock`, so a
+        // new branch reads as absent with a reflog until then): absent is the truth.
+        let lock = gitdir.join(format!("{rel}.lock"));
+        if self.lower.stat(&cpath(&lock)).is_ok() {
+            return Ok(None);
+        }
         let g = GitDirRef::open(&self.lower, gitdir.clone());
         if !matches!(g.resolve(&rel), Ok(RefState::Hidden)) {
             return Ok(None);
@@ -186,11 +196,15 @@ impl<L: Layer> Core<L> {
     }
 
     /// OPEN of `config` or `packed-refs`: note what the process read.
-    pub(crate) fn guard_open(&self, id: u64, pid: u32) {
+    pub(crate) fn guard_open(&self, id: u64, flags: i32, pid: u32) {
         if !self.layer.guards() {
             return;
         }
         let Ok((class, parent, name)) = self.inodes.with(id, |n| (n.class, n.parent, n.name.clone())) else { return };
+        if class == Class::LiveRef && flags & libc::O_ACCMODE != libc::O_RDONLY {
+            let old = self.ref_before_change(parent, &name).flatten();
+            self.guard_written(parent, &name, pid, old);
+        }
         if class != Class::LiveRef || (&*name != "config" && &*name != "packed-refs") {
             return;
         }
@@ -201,10 +215,43 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// A box process writes a ref file in place (create, or open for writing): its content is
+    /// not known yet, so no box process that saw the old value is judged on it.
+    pub(crate) fn guard_written(&self, parent: u64, lower_name: &OsStr, pid: u32, old: Option<String>) {
+        let Some((gitdir, rel)) = self.in_git_dir(parent, lower_name) else { return };
+        if let Target::Ref(name) = target_of(&rel) {
+            self.judge.tracker.box_moved(Proc::of(pid), &gitdir, &name, &old, None);
+        }
+    }
+
+    /// The value a ref file has before the box removes or rewrites it (None when not a ref).
+    pub(crate) fn ref_before_change(&self, parent: u64, lower_name: &OsStr) -> Option<Option<String>> {
+        if !self.layer.guards() {
+            return None;
+        }
+        let (gitdir, rel) = self.in_git_dir(parent, lower_name)?;
+        match target_of(&rel) {
+            Target::Ref(name) => Some(self.ref_value(&gitdir, &name)),
+            _ => None,
+        }
+    }
+
+    /// After the box removed a ref file: box processes that saw its last value follow.
+    pub(crate) fn guard_ref_removed(&self, parent: u64, lower_name: &OsStr, pid: u32, old: Option<String>) {
+        let Some((gitdir, rel)) = self.in_git_dir(parent, lower_name) else { return };
+        if let Target::Ref(name) = target_of(&rel) {
+            let now = self.ref_value(&gitdir, &name);
+            self.judge.tracker.box_moved(Proc::of(pid), &gitdir, &name, &old, Some(now));
+        }
+    }
+
     /// After a create or mkdir: record box locks and box-made operation state.
     pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32) {
         if !self.layer.guards() {
             return;
+        }
+        if class == Class::LiveRef {
+            self.guard_written(parent, &child.lower, pid, None);
         }
         if class == Class::Lock {
             if let Ok(st) = self.lower.stat(&child.path) {
@@ -256,9 +303,11 @@ impl<L: Layer> Core<L> {
         let Some((gitdir, rel)) = self.in_git_dir(newparent, &new.lower) else { return Ok(None) };
         let p = Proc::of(pid);
         let target = target_of(&rel);
+        let mut old_value = None;
         let verdict = match &target {
             Target::Ref(name) => {
                 let now = self.ref_value(&gitdir, name);
+                old_value = now.clone();
                 match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
                     Verdict::Allow => self.judge_head_ops(p, &gitdir, name),
                     refuse => refuse,
@@ -275,7 +324,11 @@ impl<L: Layer> Core<L> {
             return Err(Errno::EBUSY);
         }
         let new_value = read_lower(&self.lower, &PathBuf::from(OsStr::from_bytes(old.path.as_bytes()))).ok().flatten();
-        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, new_value, lock: old.path.clone() }))
+        let heals = match &target {
+            Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
+            _ => Vec::new(),
+        };
+        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.clone(), heals }))
     }
 
     /// Moves of HEAD or of the branch the command started on: refused when the other side
@@ -313,8 +366,24 @@ impl<L: Layer> Core<L> {
         names.len() == 1 && names[0] == "autostash"
     }
 
+    /// After any rename in a git dir: operation state the box renamed into place is the box's
+    /// own (git writes `CHERRY_PICK_HEAD` and friends through a lock).
+    pub(crate) fn guard_moved_names(&self, parent: u64, old: &Child<'_>, newparent: u64, new: &Child<'_>) {
+        if !self.layer.guards() {
+            return;
+        }
+        for (dir, child, present) in [(parent, old, false), (newparent, new, true)] {
+            if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
+                if let Some((gitdir, _)) = self.in_git_dir(dir, &child.lower) {
+                    self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), present);
+                }
+            }
+        }
+    }
+
     /// After a judged rename went through: the process's baseline advances; the lock is gone.
-    pub(crate) fn guard_renamed(&self, after: AfterRename) {
+    pub(crate) fn guard_renamed(&self, mut after: AfterRename) {
+        self.finish_heals(std::mem::take(&mut after.heals), true);
         self.judge.locks.released(&after.lock);
         match after.target {
             Target::Ref(name) => {
@@ -323,11 +392,16 @@ impl<L: Layer> Core<L> {
                 } else {
                     after.new_value.as_deref().map(trimmed)
                 };
-                self.judge.tracker.moved_ref(after.proc_, &after.dir, &name, v);
+                self.judge.tracker.box_moved(after.proc_, &after.dir, &name, &after.old_value, Some(v));
             }
             Target::File(name) => self.judge.tracker.read_file(after.proc_, &after.dir, &name, hash(&after.new_value)),
             Target::Other => {}
         }
+    }
+
+    /// The judged rename failed on the lower: drop the heals prepared for it.
+    pub(crate) fn guard_rename_failed(&self, after: AfterRename) {
+        self.finish_heals(after.heals, false);
     }
 
     /// What the box wrote is on the lower, durably, before the rename that publishes it.

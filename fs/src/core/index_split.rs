@@ -1,7 +1,8 @@
 //! The index split's two moments: the first touch of a git dir's `index` seeds `index-box`, and
 //! the box committing its index (rename onto `index`) publishes a shared index the host lacks.
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, OsStr};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -10,12 +11,40 @@ use tracing::{info, warn};
 
 use super::Core;
 use crate::gitdata::{cpath, read_lower};
-use crate::index::names::{INDEX_BOX, SHARED_INDEX};
-use crate::index::seed::{ensure_index_box, publish, NewFile};
+use crate::index::names::{to_box, INDEX_BOX, SHARED_INDEX};
+use crate::index::seed::{ensure_index_box, publish, NewFile, Seeded};
 use crate::layer::Layer;
 use crate::policy::Class;
 
 impl<L: Layer> Core<L> {
+    /// Before removing a git dir the box emptied: remove the names it cannot see (the shared
+    /// index and seamfs's own files) when nothing else is left. True when something was removed.
+    pub(crate) fn clear_hidden(&self, parent: u64, name: &OsStr, path: &CStr) -> bool {
+        if !self.layer.index_split() || self.child_class(parent, name, true).ok() != Some(Class::GitDir) {
+            return false;
+        }
+        let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
+        let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) else { return false };
+        let names: Vec<std::ffi::OsString> = entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+        if names.is_empty() || names.iter().any(|n| to_box(n).is_some()) {
+            return false;
+        }
+        let dir = PathBuf::from(OsStr::from_bytes(path.to_bytes()));
+        names.iter().all(|n| self.lower.unlink(&cpath(&dir.join(n)), false).is_ok())
+    }
+
+    /// A listing of a git dir shows `index` when the box would see one: seed it first.
+    pub(crate) fn seed_for_listing(&self, dir: u64, lower_names: &[std::ffi::OsString]) -> bool {
+        if !self.layer.index_split() || self.class_of(dir).ok() != Some(Class::GitDir) {
+            return false;
+        }
+        let has = |n: &str| lower_names.iter().any(|x| x == n);
+        if !has(SHARED_INDEX) || has(INDEX_BOX) {
+            return false;
+        }
+        self.seed_index(dir).is_ok()
+    }
+
     /// The git dir node's lower path and the owner/mode new index files there get.
     fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile), Errno> {
         let c = self.inodes.path(gitdir)?;
@@ -30,7 +59,17 @@ impl<L: Layer> Core<L> {
     pub(crate) fn seed_index(&self, gitdir: u64) -> Result<(), Errno> {
         let (rel, owner) = self.gitdir_of(gitdir)?;
         match ensure_index_box(&self.lower, &rel, owner, self.layer.seed_options()) {
-            Ok(_) => Ok(()),
+            Ok(Seeded::Present) => {
+                self.reverse_heal(&rel);
+                Ok(())
+            }
+            Ok(Seeded::FromShared | Seeded::FromHead) => {
+                if let Some(head) = self.head_commit(&rel) {
+                    self.set_base(&rel, &head);
+                }
+                Ok(())
+            }
+            Ok(Seeded::Unborn) => Ok(()),
             Err(e) => {
                 warn!(error = %e, "index-box not seeded; the box's git gets EIO instead of an empty index");
                 Err(Errno::EIO)

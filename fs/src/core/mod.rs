@@ -7,6 +7,7 @@
 mod data;
 mod dir;
 mod guard;
+mod heal_seal;
 mod index_split;
 mod names;
 mod namespace;
@@ -249,7 +250,14 @@ impl<L: Layer> Core<L> {
         let class = self.class_of(id)?;
         let st = match fh.map(|fh| self.handles.file(fh)) {
             Some(Ok(h)) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
-            _ => self.stat_node(id)?,
+            _ => match self.stat_node(id) {
+                // fstat of a file unlinked while open comes without a handle: use any open one.
+                Err(e) if e == Errno::ESTALE => match self.handles.file_of(id) {
+                    Some(h) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+                    None => return Err(e),
+                },
+                r => r?,
+            },
         };
         Ok((to_attr(id, &st), self.policy(class).attr_ttl))
     }
@@ -268,7 +276,16 @@ impl<L: Layer> Core<L> {
         mtime: Option<TimeOrNow>,
     ) -> Result<(FileAttr, Duration), Errno> {
         let handle = fh.and_then(|fh| self.handles.file(fh).ok());
-        let node = self.node_fd(id)?;
+        // An open file is changed through its own fd: its name may be gone (unlinked while open).
+        let node = match (&handle, self.node_fd(id)) {
+            (_, Ok(fd)) => fd,
+            (Some(h), Err(_)) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+            (None, Err(e)) if e == Errno::ESTALE => match self.handles.file_of(id) {
+                Some(h) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+                None => return Err(e),
+            },
+            (None, Err(e)) => return Err(e),
+        };
         let proc_path = proc_fd_path(node.as_raw_fd());
         let is_link = self.inodes.with(id, |n| n.kind == libc::S_IFLNK)?;
         if let Some(mode) = mode {

@@ -82,18 +82,27 @@ impl<L: Layer> Core<L> {
         self.record(newparent, newname, &new)
     }
 
-    /// UNLINK.
-    pub fn unlink(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
+    /// UNLINK by process `who_pid`.
+    pub fn unlink(&self, parent: u64, name: &OsStr, who_pid: u32) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
+        let before = self.ref_before_change(parent, &c.lower);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
         self.guard_removed(parent, &c);
+        if let Some(old) = before {
+            self.guard_ref_removed(parent, &c.lower, who_pid, old);
+        }
         Ok(())
     }
 
     /// RMDIR.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
-        self.lower.unlink(&c.path, true).map_err(Errno::from)?;
+        match self.lower.unlink(&c.path, true) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) && self.clear_hidden(parent, name, &c.path) => {
+                self.lower.unlink(&c.path, true).map_err(Errno::from)?
+            }
+            r => r.map_err(Errno::from)?,
+        }
         self.guard_removed(parent, &c);
         Ok(())
     }
@@ -105,10 +114,16 @@ impl<L: Layer> Core<L> {
         let old = self.child(parent, name)?;
         let new = self.new_child(newparent, newname)?;
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
-        self.lower.rename(&old.path, &new.path, flags).map_err(Errno::from)?;
+        if let Err(e) = self.lower.rename(&old.path, &new.path, flags) {
+            if let Some(after) = after {
+                self.guard_rename_failed(after);
+            }
+            return Err(Errno::from(e));
+        }
         if let Some(after) = after {
             self.guard_renamed(after);
         }
+        self.guard_moved_names(parent, &old, newparent, &new);
         self.follow_move(newparent, newname, &new);
         if flags & libc::RENAME_EXCHANGE != 0 {
             self.follow_move(parent, name, &old);

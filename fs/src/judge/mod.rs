@@ -20,4 +20,13 @@ pub struct Judge {
     pub tracker: tracker::Tracker,
     /// Box-held locks.
     pub locks: locks::Locks,
+    /// Reports already made (a refusal is logged once, quietly after that).
+    reported: dashmap::DashMap<String, ()>,
+}
+
+impl Judge {
+    /// True the first time `key` is reported.
+    pub fn first_time(&self, key: String) -> bool {
+        self.reported.insert(key, ()).is_none()
+    }
 }

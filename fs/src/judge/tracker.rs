@@ -113,6 +113,29 @@ impl Tracker {
         });
     }
 
+    /// A box process changed a ref from `old` to `new` (`None`: to content not known yet, as
+    /// when a file is written in place). The mover's baseline follows; so does every other box
+    /// process's that saw exactly `old`: a box move is never "the other side". A process that
+    /// saw something else keeps its baseline, so a host move in between still stops it.
+    pub fn box_moved(&self, by: Proc, dir: &Path, name: &str, old: &Option<String>, new: Option<Option<String>>) {
+        self.with(by, dir, |_| ());
+        for mut e in self.procs.iter_mut() {
+            let mover = *e.key() == by.pid && e.start == by.start;
+            let Some(d) = e.dirs.get_mut(dir) else { continue };
+            let follows = mover || d.refs.get(name) == Some(old);
+            if follows {
+                match &new {
+                    Some(v) => {
+                        d.refs.insert(name.to_string(), v.clone());
+                    }
+                    None => {
+                        d.refs.remove(name);
+                    }
+                }
+            }
+        }
+    }
+
     /// Notes a whole file's content (hash) as last read by the process.
     pub fn read_file(&self, p: Proc, dir: &Path, name: &str, content: Option<u64>) {
         self.with(p, dir, |d| {
@@ -172,6 +195,15 @@ mod tests {
         assert_eq!(t.seen_ref(p, d, "refs/heads/main"), Some(Some("c".into())), "own move advances");
         let reused = Proc { pid: 42, start: 2 };
         assert_eq!(t.seen_ref(reused, d, "refs/heads/main"), None, "a reused pid starts clean");
+        let q = Proc { pid: 43, start: 1 };
+        let r = Proc { pid: 44, start: 1 };
+        t.note_ref(q, d, "refs/heads/main", Some("c".into()));
+        t.note_ref(r, d, "refs/heads/main", Some("host-moved".into()));
+        t.box_moved(p, d, "refs/heads/main", &Some("c".into()), Some(Some("e".into())));
+        assert_eq!(t.seen_ref(q, d, "refs/heads/main"), Some(Some("e".into())), "a box move carries along who saw its old value");
+        assert_eq!(t.seen_ref(r, d, "refs/heads/main"), Some(Some("host-moved".into())), "not who saw another value");
+        t.box_moved(p, d, "HEAD", &None, None);
+        assert_eq!(t.seen_ref(p, d, "HEAD"), None, "a ref written in place is not judged for its writer");
         let s = Start { gitdir: d.into(), common: d.into(), branch: Some("refs/heads/main".into()), ops: vec!["MERGE_HEAD".into()] };
         t.start(p, s.clone());
         t.start(p, Start { ops: vec![], ..s.clone() });

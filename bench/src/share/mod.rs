@@ -1,0 +1,98 @@
+//! `seam-lab share`: the share emulator, the seamfs passthrough core with [`layer::ShareLayer`].
+//!
+//! It mounts and daemonises exactly as `seamfs mount` does, so the two differ only in their layer.
+
+pub mod fault;
+pub mod layer;
+pub mod rng;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use seamfs::core::{Core, CoreOptions};
+use seamfs::lower::Lower;
+use seamfs::mount::{self, MountError, MountOptions};
+use seamfs::policy::Class;
+
+use fault::FaultConfig;
+use layer::{ShareLayer, ShareTtls};
+
+/// Everything `seam-lab share` needs.
+#[derive(Debug, Clone)]
+pub struct ShareConfig {
+    /// The backing directory (the host's checkout).
+    pub backing: PathBuf,
+    /// Where the box sees it.
+    pub mountpoint: PathBuf,
+    /// Cache lifetimes.
+    pub ttls: ShareTtls,
+    /// Fault injection, if any.
+    pub fault: Option<FaultConfig>,
+    /// Stay in the foreground, logging to stderr.
+    pub foreground: bool,
+    /// Log file once daemonised.
+    pub log: Option<PathBuf>,
+    /// Never use FUSE passthrough.
+    pub no_passthrough: bool,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+/// Checks a TTL argument: finite, between 0 and an hour.
+pub fn ttl_arg(what: &'static str, secs: f64, mnt: &std::path::Path) -> Result<Duration, MountError> {
+    if !(0.0..=3600.0).contains(&secs) {
+        return Err(MountError::usage(what, mnt, "must be between 0 and 3600 seconds"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Mounts the emulator and serves until unmounted (returns in the parent once the mount answers
+/// unless `foreground`).
+pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
+    mount::check_lower(&cfg.backing)?;
+    mount::check_mountpoint(&cfg.mountpoint, false)?;
+    // The daemon moves to /: keep absolute paths.
+    cfg.backing = std::fs::canonicalize(&cfg.backing)
+        .map_err(|e| MountError::usage("resolve backing", &cfg.backing, e.to_string()))?;
+    cfg.mountpoint = std::fs::canonicalize(&cfg.mountpoint)
+        .map_err(|e| MountError::usage("resolve mountpoint", &cfg.mountpoint, e.to_string()))?;
+    // The caller's umask is applied by the kernel; the daemon must not add its own.
+    // SAFETY: umask has no failure mode.
+    unsafe { libc::umask(0) };
+    let lower =
+        Lower::open(&cfg.backing).map_err(|e| MountError::usage("open backing", &cfg.backing, e.to_string()))?;
+    let notify = if cfg.foreground {
+        None
+    } else {
+        seamfs::daemon::daemonize(cfg.log.as_deref())
+            .map_err(|e| MountError::usage("daemonise", &cfg.mountpoint, e.to_string()))?
+    };
+    seamfs::init_logging("info");
+    tracing::info!(
+        backing = %cfg.backing.display(),
+        entry_ttl = ?cfg.ttls.entry,
+        attr_ttl = ?cfg.ttls.attr,
+        negative_ttl = ?cfg.ttls.negative,
+        fault = ?cfg.fault,
+        "share emulator starting"
+    );
+    let layer = ShareLayer::new(cfg.ttls, cfg.fault);
+    // A plain filesystem below: passthrough stacks one level; seamfs on top takes the second.
+    let opts = CoreOptions { passthrough: !cfg.no_passthrough, max_stack_depth: 1, ..CoreOptions::default() };
+    let core = Core::new(lower, layer, Class::WorkTree, opts)
+        .map_err(|e| MountError::usage("stat backing root", &cfg.backing, e.to_string()))?;
+    let mopts = MountOptions {
+        mountpoint: cfg.mountpoint.clone(),
+        fsname: format!("seam-share:{}", cfg.backing.display()),
+        subtype: "seam-share".into(),
+        threads: cfg.threads,
+    };
+    mount::serve(core, &mopts, move |r| {
+        if let Some(n) = notify {
+            match r {
+                Ok(()) => n.ok(),
+                Err(e) => n.fail(e.code, &e.to_string()),
+            }
+        }
+    })
+}

@@ -1,0 +1,268 @@
+//! The heal, sealed to the move: when a box transaction moves a checked-out branch (or a
+//! HEAD), the shared index of every work tree on it is healed under its `index.lock`, taken
+//! before the ref rename and renamed in right after it; the box's own `index-box` records the
+//! move as its sync point. When the lock is not had in time, or an operation is in progress,
+//! a proposal file is left for `seamd`. After a host move, the box's next touch of its index
+//! heals `index-box` the same way (`reverse_heal`).
+
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use tracing::{info, warn};
+
+use super::Core;
+use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
+use crate::heal::proposal::ProposalName;
+use crate::heal::{blob_id, heal, HealOutcome};
+use crate::index::names::{INDEX_BOX, SHARED_INDEX};
+use crate::index::seed::{publish, NewFile};
+use crate::judge::verdict::OP_STATE;
+use crate::layer::Layer;
+
+/// The box's sync point: the commit `index-box` was last in step with.
+const BASE: &str = "index-box.seam-base";
+
+/// A healed shared index waiting, under its lock, for the ref rename to go through.
+#[derive(Debug)]
+pub(crate) struct PendingHeal {
+    gitdir: PathBuf,
+    lock: CString,
+    new_commit: String,
+}
+
+fn hash_kind(oid: &str) -> gix::hash::Kind {
+    if oid.len() == 64 {
+        gix::hash::Kind::Sha256
+    } else {
+        gix::hash::Kind::Sha1
+    }
+}
+
+impl<L: Layer> Core<L> {
+    fn objects_dir(&self, common: &Path) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.lower.root_fd())).join(common).join("objects")
+    }
+
+    /// The commit a git dir's HEAD resolves to, read as data.
+    pub(crate) fn head_commit(&self, gitdir: &Path) -> Option<String> {
+        match GitDirRef::open(&self.lower, gitdir.to_path_buf()).head_oid() {
+            Ok(HeadOid::At(oid)) => Some(oid),
+            _ => None,
+        }
+    }
+
+    /// The work trees whose HEAD is on `refname` in common dir `common` (main and linked).
+    fn gitdirs_on(&self, common: &Path, refname: &str) -> Vec<PathBuf> {
+        let mut dirs = vec![common.to_path_buf()];
+        if let Ok(fd) = self.lower.open_at(&cpath(&common.join("worktrees")), libc::O_RDONLY | libc::O_DIRECTORY, 0) {
+            use std::os::fd::AsRawFd;
+            if let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+                dirs.extend(rd.filter_map(|e| e.ok()).map(|e| common.join("worktrees").join(e.file_name())));
+            }
+        }
+        dirs.retain(|g| {
+            matches!(GitDirRef::open(&self.lower, g.clone()).head(), Ok(Some(Head::Symbolic(b))) if b == refname)
+        });
+        dirs
+    }
+
+    /// Before a box rename of `<R>.lock` onto `<R>` (already judged): heal the shared index of
+    /// every work tree the move changes. Returns the heals to finish after the rename.
+    pub(crate) fn seal_heal(&self, dir: &Path, name: &str, old: Option<String>, new_content: Option<&[u8]>) -> Vec<PendingHeal> {
+        if !self.layer.index_split() {
+            return Vec::new();
+        }
+        let new_text = new_content.map(|b| String::from_utf8_lossy(b).trim().to_string());
+        let moves: Vec<(PathBuf, Option<String>, Option<String>)> = if name == "HEAD" {
+            // A HEAD rewrite: detached to a commit, or onto another branch.
+            let old_commit = self.head_commit(dir);
+            let new_commit = match new_text.as_deref() {
+                Some(t) if t.starts_with("ref:") => {
+                    let b = t.trim_start_matches("ref:").trim();
+                    match GitDirRef::open(&self.lower, dir.to_path_buf()).resolve(b) {
+                        Ok(RefState::At(oid)) => Some(oid),
+                        _ => None,
+                    }
+                }
+                Some(t) => Some(t.to_string()),
+                None => None,
+            };
+            vec![(dir.to_path_buf(), old_commit, new_commit)]
+        } else if name.starts_with("refs/heads/") {
+            let new_commit = new_text.filter(|t| !t.starts_with("ref:"));
+            self.gitdirs_on(dir, name).into_iter().map(|g| (g, old.clone(), new_commit.clone())).collect()
+        } else {
+            Vec::new()
+        };
+        let mut pending = Vec::new();
+        for (gitdir, old_commit, new_commit) in moves {
+            let Some(new_commit) = new_commit else { continue };
+            if old_commit.as_deref() == Some(new_commit.as_str()) {
+                continue;
+            }
+            if let Some(p) = self.heal_shared(&gitdir, old_commit.as_deref().unwrap_or(""), &new_commit) {
+                pending.push(p);
+            } else {
+                // Nothing held: the box's own index still follows its own move.
+                self.set_base(&gitdir, &new_commit);
+            }
+        }
+        pending
+    }
+
+    /// Heals one work tree's shared index onto `new`; Some when a lock is held for the rename.
+    fn heal_shared(&self, gitdir: &Path, old: &str, new: &str) -> Option<PendingHeal> {
+        let index = gitdir.join(SHARED_INDEX);
+        let bytes = read_lower(&self.lower, &index).ok().flatten()?;
+        let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
+        let objects = self.objects_dir(&common);
+        let healed = match heal(&objects, &bytes, old, new) {
+            Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
+            Ok(HealOutcome::Unchanged) => return None,
+            Ok(HealOutcome::Refused(r)) => {
+                if self.judge.first_time(format!("shared {} {new}", gitdir.display())) {
+                    warn!(gitdir = %gitdir.display(), "shared index not healed: {r}");
+                }
+                return None;
+            }
+            Err(e) => {
+                warn!(gitdir = %gitdir.display(), error = %e, "shared index not healed");
+                return None;
+            }
+        };
+        let op_in_progress = OP_STATE.iter().any(|n| self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
+        let lock = cpath(&gitdir.join("index.lock"));
+        let held = if op_in_progress { None } else { self.take_lock(&lock) };
+        let Some(fd) = held else {
+            self.propose(gitdir, &bytes, new, &healed.0, healed.1.as_str());
+            return None;
+        };
+        // Under the lock: the index may have changed since the copy (host staging): heal again.
+        let now = read_lower(&self.lower, &index).ok().flatten();
+        let final_bytes = if now.as_deref() == Some(&bytes[..]) {
+            Some(healed.0)
+        } else {
+            now.and_then(|b| match heal(&objects, &b, old, new) {
+                Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
+                _ => None,
+            })
+        };
+        let written = final_bytes.map(|b| {
+            let mut f = std::fs::File::from(fd);
+            f.write_all(&b).and_then(|()| f.sync_all())
+        });
+        match written {
+            Some(Ok(())) => Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() }),
+            other => {
+                if let Some(Err(e)) = other {
+                    warn!(gitdir = %gitdir.display(), error = %e, "writing the healed index failed");
+                }
+                let _ = self.lower.unlink(&lock, false);
+                None
+            }
+        }
+    }
+
+    /// Takes `index.lock` for seamfs, waiting (bounded) behind a host git.
+    fn take_lock(&self, lock: &CString) -> Option<OwnedFd> {
+        let deadline = Instant::now() + self.opts.lock_wait;
+        loop {
+            match self.lower.open_at(lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
+                Ok(fd) => return Some(fd),
+                Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The fallback: leave the healed index for `seamd` under a proposal name.
+    fn propose(&self, gitdir: &Path, base: &[u8], head: &str, healed: &[u8], kind: &str) {
+        let kind = if kind == "carry" { crate::heal::HealKind::Carry } else { crate::heal::HealKind::Ff };
+        let name = ProposalName { head: head.to_string(), base: blob_id(base, hash_kind(head)), kind };
+        let dest = gitdir.join(name.file_name());
+        let owner = NewFile { uid: u32::MAX, gid: u32::MAX, mode: 0o644 };
+        match publish(&self.lower, &dest, healed, owner) {
+            Ok(_) => info!(gitdir = %gitdir.display(), proposal = %name.file_name(), "index.lock busy or an operation in progress: left a heal proposal for seamd"),
+            Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "could not leave a heal proposal"),
+        }
+    }
+
+    /// After the ref rename: install the healed shared indexes; the box's index follows its move.
+    pub(crate) fn finish_heals(&self, pending: Vec<PendingHeal>, renamed: bool) {
+        for p in pending {
+            if renamed {
+                let index = cpath(&p.gitdir.join(SHARED_INDEX));
+                if let Err(e) = self.lower.rename(&p.lock, &index, 0) {
+                    warn!(gitdir = %p.gitdir.display(), error = %e, "installing the healed index failed");
+                    let _ = self.lower.unlink(&p.lock, false);
+                }
+                self.set_base(&p.gitdir, &p.new_commit);
+            } else {
+                let _ = self.lower.unlink(&p.lock, false);
+            }
+        }
+    }
+
+    pub(crate) fn set_base(&self, gitdir: &Path, commit: &str) {
+        let tmp = gitdir.join(format!("{BASE}.tmp.{}", std::process::id()));
+        let ctmp = cpath(&tmp);
+        let _ = self.lower.unlink(&ctmp, false);
+        if let Ok(fd) = self.lower.open_at(&ctmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
+            let mut f = std::fs::File::from(fd);
+            if f.write_all(commit.as_bytes()).is_ok() {
+                let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(BASE)), 0);
+                return;
+            }
+        }
+        let _ = self.lower.unlink(&ctmp, false);
+    }
+
+    fn base(&self, gitdir: &Path) -> Option<String> {
+        read_lower(&self.lower, &gitdir.join(BASE)).ok().flatten().map(|b| String::from_utf8_lossy(&b).trim().to_string())
+    }
+
+    /// The box touches its index: if HEAD moved since `index-box`'s sync point (a host move:
+    /// box moves advance the sync point), heal `index-box` onto it.
+    pub(crate) fn reverse_heal(&self, gitdir: &Path) {
+        let Some(head) = self.head_commit(gitdir) else { return };
+        let Some(base) = self.base(gitdir) else {
+            self.set_base(gitdir, &head);
+            return;
+        };
+        if base == head {
+            return;
+        }
+        let index = gitdir.join(INDEX_BOX);
+        let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return };
+        let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
+        match heal(&self.objects_dir(&common), &bytes, &base, &head) {
+            Ok(HealOutcome::Healed { bytes: healed, .. }) => {
+                let lock = cpath(&gitdir.join("index-box.lock"));
+                // A box git holding its own index lock is mid-write: heal on the next touch.
+                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return };
+                let mut f = std::fs::File::from(fd);
+                if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
+                    && self.lower.rename(&lock, &cpath(&index), 0).is_ok()
+                {
+                    info!(gitdir = %gitdir.display(), from = %base, to = %head, "index-box healed after a host move");
+                    self.set_base(gitdir, &head);
+                } else {
+                    let _ = self.lower.unlink(&lock, false);
+                }
+            }
+            Ok(HealOutcome::Unchanged) => self.set_base(gitdir, &head),
+            Ok(HealOutcome::Refused(r)) => {
+                // Reported once per move; the staging stays as it is.
+                if self.judge.first_time(format!("box {} {head}", gitdir.display())) {
+                    warn!(gitdir = %gitdir.display(), "index-box not healed after a host move: {r}");
+                }
+            }
+            Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "index-box not healed after a host move"),
+        }
+    }
+}

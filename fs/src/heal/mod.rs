@@ -1,0 +1,142 @@
+//! Healing: an index that went stale when the other side moved HEAD follows the move.
+//!
+//! A box commit leaves the host's shared index describing the old HEAD (and a host commit leaves
+//! the box's index-box so); a commit from it would revert the other side's work. [`heal`] takes
+//! the index bytes, the commit they were in sync with and the commit the branch moved to, and
+//! decides, without running git:
+//! - entries equal to the old commit's tree there: pure staleness, replaced by the new tree;
+//! - staging on paths the move did not touch (additions, modifications, deletions, mode
+//!   changes): carried onto the new tree;
+//! - staging on moved paths that equals the new tree there: already healed;
+//! - staging on moved paths that differs: [`Refusal::Overlap`];
+//! - unmerged entries: [`Refusal::Conflicted`] (never carried as a deletion);
+//! - a staged path and a moved path that are a file and a directory of one name:
+//!   [`Refusal::DirFileClash`].
+//!
+//! Modules: [`outcome`] (the answer's types), `trees` (commits and trees through gix), `plan`
+//! (the rule, pure), `lookup` (the decoded index, looked up by path), `staged` (is anything
+//! staged off the move: ff or carry), `build` (apply and encode), [`proposal`] (the fallback's
+//! file names).
+//!
+//! # Limitations
+//! - Split indexes (`link` extension) and sparse indexes are not rewritten
+//!   ([`HealError::Unsupported`]).
+//! - A healed index is written as version 2 or 3 with no extensions, whatever it was before; git
+//!   rebuilds the caches it wants on its next write.
+//! - New entries of a sparse checkout get no skip-worktree bit (the patterns are not evaluated).
+
+mod build;
+mod lookup;
+pub mod outcome;
+mod plan;
+pub mod proposal;
+mod staged;
+mod trees;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::SystemTime;
+
+use gix::bstr::{BStr, ByteSlice};
+use gix::ObjectId;
+
+pub use outcome::{HealError, HealKind, HealOutcome, Refusal};
+
+use lookup::StateLookup;
+use plan::Decision;
+use trees::Objects;
+
+/// How [`heal_with`] works; [`heal`] uses the defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HealOptions {
+    /// The mtime of the index file the bytes were read from, when known (default: unknown).
+    /// Kept entries modified at or after it get size 0 so git checks their content once (git's
+    /// racy-clean "smudge"); unknown means every kept entry keeps its stat data as is.
+    pub index_mtime: Option<SystemTime>,
+}
+
+/// Heals `index` (the bytes of an index file) from `old_commit`, the commit it was in sync with,
+/// onto `new_commit`, the branch after the move. Objects are read from `objects_dir`.
+///
+/// `old_commit` may be empty: the branch was unborn (its tree is the empty tree).
+/// Commit ids are hex, 40 (SHA-1) or 64 (SHA-256) digits.
+pub fn heal(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &str) -> Result<HealOutcome, HealError> {
+    heal_with(objects_dir, index, old_commit, new_commit, HealOptions::default())
+}
+
+/// [`heal`] with options.
+pub fn heal_with(
+    objects_dir: &Path,
+    index: &[u8],
+    old_commit: &str,
+    new_commit: &str,
+    opts: HealOptions,
+) -> Result<HealOutcome, HealError> {
+    let new_id = parse_id(new_commit)?;
+    let kind = new_id.kind();
+    let old_id = match old_commit {
+        "" => None,
+        s => Some(parse_id(s)?),
+    };
+    if old_id.is_some_and(|o| o.kind() != kind) {
+        return Err(HealError::BadCommitId { id: old_commit.to_string() });
+    }
+    crate::index::validate::check(index).map_err(|e| HealError::Index { cause: e.to_string() })?;
+    let state = decode(index, kind)?;
+
+    let objects = Objects::open(objects_dir, kind)?;
+    let old_tree = match old_id {
+        Some(id) => objects.commit_tree(&id)?,
+        None => objects.empty_tree(),
+    };
+    let new_tree = objects.commit_tree(&new_id)?;
+    let moved = objects.diff(&old_tree, &new_tree)?;
+    match plan::decide(&StateLookup(&state), &moved) {
+        Decision::Unchanged => Ok(HealOutcome::Unchanged),
+        Decision::Refuse(r) => Ok(HealOutcome::Refused(r)),
+        Decision::Apply(stale) => {
+            let moved_paths: HashSet<&BStr> = moved.iter().map(|c| c.path.as_bstr()).collect();
+            let carried = staged::off_the_move(&objects, &old_tree, &state, &moved_paths)?;
+            let mut state = state;
+            if let Err(r) = build::apply(&mut state, &stale, opts.index_mtime) {
+                return Ok(HealOutcome::Refused(r));
+            }
+            let bytes = build::encode(&state)?;
+            Ok(HealOutcome::Healed { bytes, kind: if carried { HealKind::Carry } else { HealKind::Ff } })
+        }
+    }
+}
+
+/// The git blob id of `bytes` (what `git hash-object` prints for a file with these bytes), hex.
+/// Proposals name their base index by it.
+pub fn blob_id(bytes: &[u8], kind: gix::hash::Kind) -> String {
+    let mut h = gix::hash::hasher(kind);
+    h.update(format!("blob {}\0", bytes.len()).as_bytes());
+    h.update(bytes);
+    h.try_finalize().expect("hashing in memory cannot fail (collision detection aside)").to_hex().to_string()
+}
+
+fn parse_id(hex: &str) -> Result<ObjectId, HealError> {
+    let ok = (hex.len() == 40 || hex.len() == 64) && hex.bytes().all(|b| b.is_ascii_hexdigit());
+    let id = ok.then(|| ObjectId::from_hex(hex.as_bytes()).ok()).flatten();
+    id.ok_or_else(|| HealError::BadCommitId { id: hex.to_string() })
+}
+
+fn decode(index: &[u8], kind: gix::hash::Kind) -> Result<gix::index::State, HealError> {
+    let opts = gix::index::decode::Options { thread_limit: Some(1), ..Default::default() };
+    let (state, _) = gix::index::State::from_bytes(index, filetime::FileTime::now(), kind, opts)
+        .map_err(|e| HealError::Index { cause: e.to_string() })?;
+    if state.link().is_some() {
+        return Err(HealError::Unsupported { what: "split index" });
+    }
+    if state.is_sparse() {
+        return Err(HealError::Unsupported { what: "sparse index" });
+    }
+    if !lookup::is_sorted(&state) {
+        return Err(HealError::Index { cause: "entries out of order (git writes them sorted)".into() });
+    }
+    Ok(state)
+}

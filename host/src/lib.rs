@@ -1,0 +1,32 @@
+//! seamd: the host side of seamfs.
+//!
+//! When the box's sealed heal cannot take the shared `index.lock` in time, it leaves a proposal
+//! (`index.seam-proposed.<head>.<base>.<ff|carry>`) beside the index; `seamd run` installs it
+//! under `index.lock`, only while the index is still `<base>` and HEAD still `<head>`, and puts
+//! the old index back if HEAD moved during the install. `seamd doctor` reports what a human
+//! should look at.
+//!
+//! seamd starts no process (never git: the checkout's config is the box's to write, and
+//! `core.fsmonitor` or a filter would run its code) and follows no link: every file is reached
+//! through `seamfs::lower::Lower` rooted at the checkout (`openat2` with `RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS`), refs are read as data, worktree git dirs are reached by name.
+//!
+//! - [`gitdirs`]: the checkout and its git dirs.
+//! - [`fsx`]: bounded no-link reads, listings, the lock file.
+//! - [`install`]: one proposal's install.
+//! - [`run`]: passes over all git dirs.
+//! - [`doctor`]: the report.
+//! - [`error`]: errors naming operation and path.
+//!
+//! # Limitations
+//! - Linux only (`openat2`).
+//! - Submodule git dirs (`.git/modules/<n>`) are not served.
+//! - A reftable repository's HEAD never resolves as data: its proposals are pruned as stale.
+#![deny(missing_docs)]
+
+pub mod doctor;
+pub mod error;
+pub mod fsx;
+pub mod gitdirs;
+pub mod install;
+pub mod run;

@@ -1,0 +1,123 @@
+//! A daemon killed with SIGKILL: the mount reports ENOTCONN, `seamfs umount` clears it, and
+//! the repository on the backing dir is intact (git writes objects and refs by rename, and
+//! seamfs must not add a way to tear them).
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use seam_tests::mount::seamfs_cmd;
+use seam_tests::sys::{self, Errno};
+use seam_tests::{procfs, Git, Mount, TempDir};
+
+fn kill_and_wait(pid: u32) {
+    // SAFETY: kill(2) of the daemon this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0, "kill -9 {pid}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !procfs::fully_exited(pid) {
+        assert!(Instant::now() < deadline, "daemon {pid} survived SIGKILL for 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The work-tree TTL the crash mounts use, so the test knows when cached attributes expire.
+const TTL: &str = "0.5";
+
+/// After the kill: ENOTCONN, then `seamfs umount` exits 0 and the mountpoint is a plain
+/// directory again.
+fn check_dead_mount_and_clear(m: &Mount) {
+    let enotconn = Err(Errno(libc::ENOTCONN));
+    // Requests the kernel cannot answer from its cache fail at once.
+    assert_eq!(sys::statvfs(m.path()).map(drop), enotconn, "statfs of the dead mount");
+    assert_eq!(sys::readdir(m.path()).map(drop), enotconn, "readdir of the dead mount");
+    assert_eq!(
+        sys::stat(&m.join("repo/.git/HEAD")).map(drop),
+        enotconn,
+        "stat of a live ref (TTL 0) below the dead mount"
+    );
+    // The root's attributes may be served from the kernel's cache until their TTL ends.
+    std::thread::sleep(Duration::from_secs_f64(TTL.parse::<f64>().expect("a number") * 2.0));
+    assert_eq!(sys::stat(m.path()).map(drop), enotconn, "stat of the dead mount once its TTL ({TTL} s) ran out");
+    assert!(m.is_mounted(), "a killed daemon's mount stays in /proc/mounts until cleared");
+    let r = seamfs_cmd(&[std::ffi::OsStr::new("umount"), m.path().as_os_str()]);
+    assert_eq!(r.code(), Some(0), "seamfs umount of a dead mount:\n{r}");
+    assert!(!m.is_mounted(), "still in /proc/mounts after seamfs umount");
+    let st = sys::stat(m.path()).expect("the mountpoint is reachable again");
+    assert_eq!(st.st_mode & libc::S_IFMT, libc::S_IFDIR);
+    assert_eq!(
+        std::fs::read_dir(m.path()).expect("list the bare mountpoint").count(),
+        0,
+        "the bare mountpoint is not empty"
+    );
+}
+
+#[test]
+fn sigkill_when_idle() {
+    let backing = TempDir::new("crash-idle-backing");
+    let mnt = TempDir::new("crash-idle-mnt");
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let git = Git::new();
+    let repo = m.join("repo");
+    std::fs::create_dir(&repo).expect("mkdir through seamfs");
+    git.run(&repo, &["init", "-q"]);
+    for i in 0..3 {
+        std::fs::write(repo.join(format!("f{i}")), format!("{i}\n")).expect("write through seamfs");
+        git.run(&repo, &["add", "-A"]);
+        git.run(&repo, &["commit", "-q", "-m", &format!("c{i}")]);
+    }
+    let head = git.run(&repo, &["rev-parse", "HEAD"]);
+
+    kill_and_wait(m.daemon_pid());
+    check_dead_mount_and_clear(&m);
+
+    let on_backing = backing.join("repo");
+    git.fsck(&on_backing);
+    assert_eq!(git.run(&on_backing, &["rev-parse", "HEAD"]), head, "HEAD on the backing dir");
+    assert_eq!(git.run(&on_backing, &["rev-list", "--count", "HEAD"]).trim(), "3");
+}
+
+#[test]
+fn sigkill_during_commits() {
+    let backing = TempDir::new("crash-busy-backing");
+    let mnt = TempDir::new("crash-busy-mnt");
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let git = Git::new();
+    let repo = m.join("repo");
+    std::fs::create_dir(&repo).expect("mkdir through seamfs");
+    git.run(&repo, &["init", "-q"]);
+
+    // A loop of commits through the mount, killed under it.
+    let scripts = TempDir::new("crash-busy-script");
+    let script = scripts.join("loop.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ni=0\nwhile [ $i -lt 100000 ]; do\n  i=$((i+1))\n  echo $i > f$((i % 50))\n  \
+         git add -A && git commit -q -m c$i || exit 1\ndone\n",
+    )
+    .expect("write the loop script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg(&script).current_dir(&repo).stdout(Stdio::null()).stderr(Stdio::piped());
+    git.env(&mut cmd);
+    let mut child = cmd.spawn().expect("start the commit loop");
+
+    // Let some commits land first.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while git.try_run(&backing.join("repo"), &["rev-list", "--count", "HEAD"]).stdout.trim().parse::<u32>().unwrap_or(0)
+        < 5
+    {
+        assert!(Instant::now() < deadline, "the commit loop made fewer than 5 commits in 20 s");
+        assert!(child.try_wait().expect("poll the loop").is_none(), "the commit loop stopped early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kill_and_wait(m.daemon_pid());
+    let out = child.wait_with_output().expect("the commit loop ends once the mount is dead");
+    assert!(!out.status.success(), "the commit loop should fail on the dead mount");
+
+    check_dead_mount_and_clear(&m);
+    let on_backing = backing.join("repo");
+    // Objects and refs are whole; a lock the killed git left behind may remain.
+    git.fsck(&on_backing);
+    let n: u32 = git.run(&on_backing, &["rev-list", "--count", "HEAD"]).trim().parse().expect("a count");
+    assert!(n >= 5, "only {n} commits on the backing dir");
+}

@@ -1,0 +1,375 @@
+//! Freshness through the share emulator: host commits seen from the box.
+//!
+//! The backing dir is the host; `seam-lab share` over it is the box's view of the share; seamfs
+//! over a second emulator on the same backing dir is the box's view through seamfs (a separate
+//! emulator, so seamfs's refreshes do not freshen the control's kernel cache). Every read is a real
+//! `git rev-parse HEAD` or a real read through the mounts.
+//!
+//! Needs `seamfs` and `seam-lab` built in the same profile (`cargo build -p seamfs -p seam-lab`),
+//! or `SEAM_BIN_DIR` pointing at them. Helpers are private to this file.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers: binaries, temp dirs, mount guards, git.
+
+/// `$SEAM_BIN_DIR`, or `target/<profile>/` (tests run from `target/<profile>/deps/`).
+fn bin(name: &str) -> PathBuf {
+    let dir = match std::env::var_os("SEAM_BIN_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => {
+            let exe = std::env::current_exe().expect("the path of the running test executable");
+            let deps = exe.parent().expect("the test executable lives in a directory");
+            if deps.file_name().is_some_and(|n| n == "deps") {
+                deps.parent().expect("deps/ has a parent").to_path_buf()
+            } else {
+                deps.to_path_buf()
+            }
+        }
+    };
+    let p = dir.join(name);
+    assert!(p.is_file(), "{name} not found at {}: run `cargo build -p seamfs -p seam-lab` first", p.display());
+    p
+}
+
+/// Mount points at or below `dir`, from /proc/self/mounts.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mounts").expect("read /proc/self/mounts");
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+/// A unique directory under /tmp, removed on drop unless something is still mounted below it.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = PathBuf::from(format!("/tmp/seam-fresh-{}-{}-{tag}", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir(&p).unwrap_or_else(|e| panic!("create temp dir {}: {e}", p.display()));
+        Tmp(p)
+    }
+
+    fn dir(&self, name: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::create_dir(&p).unwrap_or_else(|e| panic!("create dir {}: {e}", p.display()));
+        p
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let left = mounts_under(&self.0);
+        if !left.is_empty() {
+            // Removing now would delete through the mount.
+            eprintln!("leaving {}: still mounted below: {left:?}", self.0.display());
+            return;
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A daemonised mount, unmounted on drop (also when the test panics).
+struct Mounted {
+    mnt: PathBuf,
+    log: PathBuf,
+}
+
+impl Mounted {
+    /// Runs `program ARGS --log LOG`, which returns once the mount answers.
+    fn start(program: &Path, args: &[&str], mnt: &Path, log: PathBuf) -> Mounted {
+        let out = Command::new(program)
+            .args(args)
+            .arg("--log")
+            .arg(&log)
+            .output()
+            .unwrap_or_else(|e| panic!("run {}: {e}", program.display()));
+        let guard = Mounted { mnt: mnt.to_path_buf(), log };
+        assert!(
+            out.status.success(),
+            "{} {args:?} failed ({}): {}\nlog:\n{}",
+            program.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            guard.log()
+        );
+        assert!(mounts_under(mnt).iter().any(|m| m == mnt), "{} exited 0 but {} is not mounted", program.display(), mnt.display());
+        guard
+    }
+
+    /// `seam-lab share BACKING MNT EXTRA...`.
+    fn share(backing: &Path, mnt: &Path, extra: &[&str], log: PathBuf) -> Mounted {
+        let mut args = vec!["share", s(backing), s(mnt)];
+        args.extend_from_slice(extra);
+        Mounted::start(&bin("seam-lab"), &args, mnt, log)
+    }
+
+    /// `seamfs mount LOWER MNT`.
+    fn seamfs(lower: &Path, mnt: &Path, log: PathBuf) -> Mounted {
+        Mounted::start(&bin("seamfs"), &["mount", s(lower), s(mnt)], mnt, log)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let c = CString::new(self.mnt.as_os_str().as_encoded_bytes()).expect("mountpoint without NUL");
+        // SAFETY: valid C string; a busy mount is detached lazily so nothing is left behind.
+        unsafe {
+            if libc::umount2(c.as_ptr(), 0) != 0 && libc::umount2(c.as_ptr(), libc::MNT_DETACH) != 0 {
+                eprintln!("unmount {}: {}", self.mnt.display(), std::io::Error::last_os_error());
+            }
+        }
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("temp paths are UTF-8")
+}
+
+/// git in `dir` with a fixed identity and no global or system config.
+fn git_cmd(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=seam-test", "-c", "user.email=test@seamfs.invalid"])
+        .args(["-c", "commit.gpgsign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false"])
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_WORK_TREE");
+    c
+}
+
+/// git's trimmed stdout, or its status and stderr.
+fn try_git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = git_cmd(dir).args(args).output().map_err(|e| format!("run git {args:?} in {}: {e}", dir.display()))?;
+    if !out.status.success() {
+        return Err(format!("git {args:?} in {}: {}: {}", dir.display(), out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[track_caller]
+fn git(dir: &Path, args: &[&str]) -> String {
+    try_git(dir, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A host repository with one commit of a tracked file.
+fn host_repo(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("host.txt"), "0\n").expect("write host.txt");
+    git(dir, &["add", "host.txt"]);
+    git(dir, &["commit", "-q", "-m", "initial"]);
+}
+
+/// One host commit in the backing dir; returns the new HEAD.
+fn host_commit(dir: &Path, n: usize) -> String {
+    let f = dir.join("host.txt");
+    std::fs::write(&f, format!("{n}\n")).unwrap_or_else(|e| panic!("write {}: {e}", f.display()));
+    git(dir, &["commit", "-q", "-a", "-m", &format!("host {n}")]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// The box's views of one host repository. Fields drop in order: seamfs before the emulator
+/// under it, every mount before the temp dir.
+struct Views {
+    seamfs: Mounted,
+    _under_seamfs: Mounted,
+    raw: Mounted,
+    host: PathBuf,
+    _tmp: Tmp,
+}
+
+impl Views {
+    /// A host repository, the control emulator over it, and seamfs over a second emulator.
+    fn new(tag: &str, share_args: &[&str]) -> Views {
+        let tmp = Tmp::new(tag);
+        let host = tmp.dir("host");
+        host_repo(&host);
+        let (raw_mnt, under_mnt, sfs_mnt) = (tmp.dir("share"), tmp.dir("share-under-seamfs"), tmp.dir("seamfs"));
+        let raw = Mounted::share(&host, &raw_mnt, share_args, tmp.0.join("share.log"));
+        let under = Mounted::share(&host, &under_mnt, share_args, tmp.0.join("share-under-seamfs.log"));
+        let seamfs = Mounted::seamfs(&under_mnt, &sfs_mnt, tmp.0.join("seamfs.log"));
+        Views { seamfs, _under_seamfs: under, raw, host, _tmp: tmp }
+    }
+}
+
+/// What a read of the branch's ref returned, against the truth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Fresh,
+    Old,
+    Missing,
+    Other,
+}
+
+fn judge(read: &Result<String, String>, truth: &str, earlier: &[String]) -> Seen {
+    match read {
+        Ok(v) if v == truth => Seen::Fresh,
+        Ok(v) if earlier.contains(v) => Seen::Old,
+        Ok(_) => Seen::Other,
+        Err(_) => Seen::Missing,
+    }
+}
+
+/// The ref file itself, read through a mount (no git in between: ENOENT shows as missing).
+fn read_ref(mnt: &Path) -> Result<String, String> {
+    let p = mnt.join(".git/refs/heads/main");
+    std::fs::read_to_string(&p).map(|s| s.trim().to_string()).map_err(|e| format!("read {}: {e}", p.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests.
+
+/// (a) 200 host commits; after each, HEAD read through seamfs is never stale, through the raw
+/// share (the control) it is.
+#[test]
+fn seamfs_reads_every_host_commit_fresh_where_the_raw_share_is_stale() {
+    const COMMITS: usize = 200;
+    let v = Views::new("reads", &[]);
+    // The box has looked at the repository, as a prompt or an IDE does.
+    git(v.raw.mnt.as_path(), &["rev-parse", "HEAD"]);
+    git(v.seamfs.mnt.as_path(), &["rev-parse", "HEAD"]);
+    let (mut raw_stale, mut sfs_stale) = (0usize, 0usize);
+    let mut sfs_failures = Vec::new();
+    for n in 1..=COMMITS {
+        let truth = host_commit(&v.host, n);
+        let raw = try_git(&v.raw.mnt, &["rev-parse", "HEAD"]);
+        let sfs = try_git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+        if raw.as_deref() != Ok(truth.as_str()) {
+            raw_stale += 1;
+        }
+        if sfs.as_deref() != Ok(truth.as_str()) {
+            sfs_stale += 1;
+            sfs_failures.push(format!("commit {n}: truth {truth}, seamfs read {sfs:?}"));
+        }
+    }
+    eprintln!("stale reads of HEAD after {COMMITS} host commits: raw share {raw_stale}, seamfs {sfs_stale}");
+    assert_eq!(sfs_stale, 0, "seamfs read stale HEADs:\n{}\nseamfs log:\n{}", sfs_failures.join("\n"), v.seamfs.log());
+    assert!(raw_stale > 0, "the control read every HEAD fresh: the emulator is not stale, so the test shows nothing");
+}
+
+/// (b) DESIGN.md's facts through the emulator: a name replaced by rename reads old for about the
+/// TTL; a deleted one reads old, then ENOENT; a negative entry hides a new file for the TTL.
+#[test]
+fn the_share_serves_replaced_deleted_and_new_names_as_the_facts_say() {
+    const TTL: Duration = Duration::from_secs(2);
+    let tmp = Tmp::new("facts");
+    let host = tmp.dir("host");
+    host_repo(&host);
+    let mnt = tmp.dir("share");
+    let share = Mounted::share(&host, &mnt, &["--entry-ttl", "2", "--attr-ttl", "2", "--negative-ttl", "2"], tmp.0.join("share.log"));
+    let (replaced, deleted, new) = (".git/probe-replaced", ".git/probe-deleted", ".git/probe-new");
+    std::fs::write(host.join(replaced), "old\n").expect("write probe-replaced");
+    std::fs::write(host.join(deleted), "old\n").expect("write probe-deleted");
+    // The box looks all three up: two positive entries and one negative entry are cached now.
+    assert_eq!(std::fs::read_to_string(mnt.join(replaced)).expect("read probe-replaced through the share"), "old\n");
+    assert_eq!(std::fs::read_to_string(mnt.join(deleted)).expect("read probe-deleted through the share"), "old\n");
+    assert!(!mnt.join(new).exists(), "probe-new must not exist yet");
+
+    let t0 = Instant::now();
+    std::fs::write(host.join(".git/probe-replaced.tmp"), "new\n").expect("write the replacement");
+    std::fs::rename(host.join(".git/probe-replaced.tmp"), host.join(replaced)).expect("rename over probe-replaced");
+    std::fs::remove_file(host.join(deleted)).expect("remove probe-deleted");
+    std::fs::write(host.join(new), "new\n").expect("create probe-new");
+
+    let (mut replaced_at, mut deleted_at, mut new_at) = (None, None, None);
+    let mut deleted_read_old = false;
+    while t0.elapsed() < TTL * 3 && (replaced_at.is_none() || deleted_at.is_none() || new_at.is_none()) {
+        let now = t0.elapsed();
+        if replaced_at.is_none() {
+            match std::fs::read_to_string(mnt.join(replaced)).as_deref() {
+                Ok("new\n") => replaced_at = Some(now),
+                Ok("old\n") => {}
+                other => panic!("probe-replaced read {other:?} at {now:?}"),
+            }
+        }
+        if deleted_at.is_none() {
+            match std::fs::read_to_string(mnt.join(deleted)) {
+                Ok(s) if s == "old\n" => deleted_read_old = true,
+                Ok(s) => panic!("probe-deleted read {s:?} at {now:?}"),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => deleted_at = Some(now),
+                Err(e) => panic!("probe-deleted: {e} at {now:?}"),
+            }
+        }
+        if new_at.is_none() && mnt.join(new).exists() {
+            new_at = Some(now);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "through the share (TTL {TTL:?}): replaced read old for {replaced_at:?}, deleted read old for {deleted_at:?} \
+         then ENOENT, new hidden for {new_at:?}"
+    );
+    let about_ttl = |what: &str, d: Option<Duration>| {
+        let d = d.unwrap_or_else(|| panic!("{what}: never changed within {:?}\nlog:\n{}", TTL * 3, share.log()));
+        assert!(
+            d >= TTL.mul_f64(0.8) && d <= TTL + Duration::from_secs(1),
+            "{what}: stale for {d:?}, expected about the TTL ({TTL:?})"
+        );
+    };
+    about_ttl("replaced name read old", replaced_at);
+    about_ttl("deleted name read old", deleted_at);
+    about_ttl("new name hidden by the negative entry", new_at);
+    assert!(deleted_read_old, "the deleted name never read old: the share does not hold the old file as virtiofsd does");
+}
+
+/// (c) Injected faults show through the raw share; seamfs over the same faulty share reads fresh.
+fn faults_show_raw_and_seamfs_reads_fresh(fault: &str, expect: Seen) {
+    const ROUNDS: usize = 6;
+    let v = Views::new(fault, &["--fault", fault, "--window", "1000", "--seed", "11"]);
+    let mut earlier = vec![git(&v.host, &["rev-parse", "HEAD"])];
+    read_ref(&v.raw.mnt).expect("the control reads the ref before any change");
+    git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+    let mut raw_seen = Vec::new();
+    let mut sfs_wrong = Vec::new();
+    for n in 1..=ROUNDS {
+        let truth = host_commit(&v.host, n);
+        // Let both emulators' kernel entries expire: the next lookup is unforced, and the
+        // emulator sees the replacement and starts a fault window.
+        std::thread::sleep(Duration::from_millis(1150));
+        raw_seen.push(judge(&read_ref(&v.raw.mnt), &truth, &earlier));
+        let sfs_file = read_ref(&v.seamfs.mnt);
+        let sfs_git = try_git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+        if sfs_file.as_deref() != Ok(truth.as_str()) || sfs_git.as_deref() != Ok(truth.as_str()) {
+            sfs_wrong.push(format!("round {n}: truth {truth}, ref file {sfs_file:?}, rev-parse {sfs_git:?}"));
+        }
+        earlier.push(truth);
+    }
+    // Then host commits at every phase of the TTLs and windows: seamfs must never read stale.
+    for (i, pause) in [0u64, 80, 400, 900].iter().cycle().take(20).enumerate() {
+        let n = ROUNDS + 1 + i;
+        let truth = host_commit(&v.host, n);
+        let sfs_git = try_git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+        if sfs_git.as_deref() != Ok(truth.as_str()) {
+            sfs_wrong.push(format!("commit {n}: truth {truth}, rev-parse {sfs_git:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(*pause));
+    }
+    let shown = raw_seen.iter().filter(|s| **s == expect).count();
+    eprintln!("--fault {fault}: raw share read {raw_seen:?} ({shown}/{ROUNDS} {expect:?}); seamfs stale {}", sfs_wrong.len());
+    assert!(sfs_wrong.is_empty(), "seamfs read through the fault:\n{}\nseamfs log:\n{}", sfs_wrong.join("\n"), v.seamfs.log());
+    assert!(shown > 0, "--fault {fault} never showed through the raw share: {raw_seen:?}\nlog:\n{}", v.raw.log());
+}
+
+#[test]
+fn stale_missing_fault_shows_raw_and_seamfs_reads_fresh() {
+    faults_show_raw_and_seamfs_reads_fresh("stale-missing", Seen::Missing);
+}
+
+#[test]
+fn stale_old_fault_shows_raw_and_seamfs_reads_fresh() {
+    faults_show_raw_and_seamfs_reads_fresh("stale-old", Seen::Old);
+}
