@@ -148,7 +148,7 @@ impl Install<'_> {
             return self.prune(name, Verdict::Stale("no shared index".into()));
         };
         let owner = (unsafe { libc::geteuid() } == 0).then_some((st.st_uid, st.st_gid));
-        let mode = st.st_mode & 0o7777;
+        let mode = st.st_mode & 0o777;
         let Some(lock) = LockFile::take(&g.dir, &g.rel, INDEX, mode, owner)? else {
             return Ok(Verdict::Later("index.lock is held (a host git is running)".into()));
         };

@@ -541,3 +541,23 @@ fn starts_no_process_at_all() {
     }
     assert!(!fsm.exists() && !clean.exists(), "no canary fired");
 }
+
+#[test]
+fn a_fifo_or_directory_named_as_a_proposal_cannot_stall_or_fool_seamd() {
+    let fx = Fx::new();
+    let head = fx.head();
+    let base = blob_id(&fx.index(), gix::hash::Kind::Sha1);
+    let fifo = fx.gitdir().join(format!("index.seam-proposed.{head}.{base}.ff"));
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: a valid C path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo");
+    let dir = fx.gitdir().join(format!("index.seam-proposed.{head}.{base}.carry"));
+    std::fs::create_dir(&dir).expect("mkdir");
+    let before = fx.index();
+    let out = fx.run_once();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a special file, not a regular file"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("a directory, not a regular file"), "{}", stderr(&out));
+    assert!(fifo.exists() && dir.exists(), "left in place");
+    assert_eq!(fx.index(), before);
+}

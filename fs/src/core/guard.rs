@@ -308,9 +308,18 @@ impl<L: Layer> Core<L> {
             Target::Ref(name) => {
                 let now = self.ref_value(&gitdir, name);
                 old_value = now.clone();
-                match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
-                    Verdict::Allow => self.judge_head_ops(p, &gitdir, name),
-                    refuse => refuse,
+                // Only HEAD and the branch the command started on are held to what it saw then:
+                // other refs are left to git's own compare-and-swap, sound now that reads are
+                // fresh (`branch -f side`, `tag`, `branch -D` are not second-guessed).
+                let held = name == "HEAD"
+                    || self.judge.tracker.start_of(p).is_some_and(|s| s.common == gitdir && s.branch.as_deref() == Some(name.as_str()));
+                if !held {
+                    Verdict::Allow
+                } else {
+                    match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
+                        Verdict::Allow => self.judge_head_ops(p, &gitdir, name),
+                        refuse => refuse,
+                    }
                 }
             }
             Target::File(name) => {

@@ -16,7 +16,7 @@ use tracing::{info, warn};
 use super::Core;
 use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::ProposalName;
-use crate::heal::{blob_id, heal, HealOutcome};
+use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome};
 use crate::index::names::{INDEX_BOX, SHARED_INDEX};
 use crate::index::seed::{publish, NewFile};
 use crate::judge::verdict::OP_STATE;
@@ -119,7 +119,8 @@ impl<L: Layer> Core<L> {
         let bytes = read_lower(&self.lower, &index).ok().flatten()?;
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         let objects = self.objects_dir(&common);
-        let healed = match heal(&objects, &bytes, old, new) {
+        let opts = self.index_mtime(&index);
+        let healed = match heal_with(&objects, &bytes, old, new, opts) {
             Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
             Ok(HealOutcome::Unchanged) => return None,
             Ok(HealOutcome::Refused(r)) => {
@@ -137,7 +138,7 @@ impl<L: Layer> Core<L> {
         let lock = cpath(&gitdir.join("index.lock"));
         let held = if op_in_progress { None } else { self.take_lock(&lock) };
         let Some(fd) = held else {
-            self.propose(gitdir, &bytes, new, &healed.0, healed.1.as_str());
+            self.propose(gitdir, &bytes, new, &healed.0, healed.1);
             return None;
         };
         // Under the lock: the index may have changed since the copy (host staging): heal again.
@@ -145,11 +146,12 @@ impl<L: Layer> Core<L> {
         let final_bytes = if now.as_deref() == Some(&bytes[..]) {
             Some(healed.0)
         } else {
-            now.and_then(|b| match heal(&objects, &b, old, new) {
+            now.and_then(|b| match heal_with(&objects, &b, old, new, self.index_mtime(&index)) {
                 Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
                 _ => None,
             })
         };
+        self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
             let mut f = std::fs::File::from(fd);
             f.write_all(&b).and_then(|()| f.sync_all())
@@ -162,6 +164,26 @@ impl<L: Layer> Core<L> {
                 }
                 let _ = self.lower.unlink(&lock, false);
                 None
+            }
+        }
+    }
+
+    /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).
+    fn index_mtime(&self, index: &Path) -> HealOptions {
+        let mtime = self.lower.stat(&cpath(index)).ok().map(|st| {
+            std::time::UNIX_EPOCH + Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec.clamp(0, 999_999_999) as u32)
+        });
+        HealOptions { index_mtime: mtime }
+    }
+
+    /// A replacement keeps the owner and mode of the file it replaces.
+    fn same_owner_and_mode(&self, fd: &OwnedFd, like: &Path) {
+        use std::os::fd::AsRawFd;
+        if let Ok(st) = self.lower.stat(&cpath(like)) {
+            // SAFETY: valid fd.
+            unsafe {
+                libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid);
+                libc::fchmod(fd.as_raw_fd(), st.st_mode & 0o7777);
             }
         }
     }
@@ -181,8 +203,7 @@ impl<L: Layer> Core<L> {
     }
 
     /// The fallback: leave the healed index for `seamd` under a proposal name.
-    fn propose(&self, gitdir: &Path, base: &[u8], head: &str, healed: &[u8], kind: &str) {
-        let kind = if kind == "carry" { crate::heal::HealKind::Carry } else { crate::heal::HealKind::Ff };
+    fn propose(&self, gitdir: &Path, base: &[u8], head: &str, healed: &[u8], kind: crate::heal::HealKind) {
         let name = ProposalName { head: head.to_string(), base: blob_id(base, hash_kind(head)), kind };
         let dest = gitdir.join(name.file_name());
         let owner = NewFile { uid: u32::MAX, gid: u32::MAX, mode: 0o644 };
@@ -213,6 +234,12 @@ impl<L: Layer> Core<L> {
         let ctmp = cpath(&tmp);
         let _ = self.lower.unlink(&ctmp, false);
         if let Ok(fd) = self.lower.open_at(&ctmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
+            // Owned like the git dir, so its owner can remove the repository.
+            if let Ok(st) = self.lower.stat(&cpath(gitdir)) {
+                use std::os::fd::AsRawFd;
+                // SAFETY: valid fd.
+                unsafe { libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid) };
+            }
             let mut f = std::fs::File::from(fd);
             if f.write_all(commit.as_bytes()).is_ok() {
                 let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(BASE)), 0);
@@ -240,11 +267,12 @@ impl<L: Layer> Core<L> {
         let index = gitdir.join(INDEX_BOX);
         let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        match heal(&self.objects_dir(&common), &bytes, &base, &head) {
+        match heal_with(&self.objects_dir(&common), &bytes, &base, &head, self.index_mtime(&index)) {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
                 let lock = cpath(&gitdir.join("index-box.lock"));
                 // A box git holding its own index lock is mid-write: heal on the next touch.
                 let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return };
+                self.same_owner_and_mode(&fd, &index);
                 let mut f = std::fs::File::from(fd);
                 if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
                     && self.lower.rename(&lock, &cpath(&index), 0).is_ok()

@@ -183,7 +183,9 @@ fn index_from_commit(lower: &Lower, common: &Path, oid: &str) -> Result<Vec<u8>,
     use gix::objs::FindExt;
     let commit = odb.find_commit(&id, &mut buf).map_err(|e| format!("read commit {oid}: {e}"))?;
     let tree = commit.tree();
-    let state = gix::index::State::from_tree(&tree, &odb, Default::default()).map_err(|e| format!("walk tree {tree}: {e}"))?;
+    // Git's own rules on Linux: HFS and NTFS protections on, Windows-only characters allowed.
+    let rules = gix::validate::path::component::Options { protect_windows: false, protect_hfs: true, protect_ntfs: true };
+    let state = gix::index::State::from_tree(&tree, &odb, rules).map_err(|e| format!("walk tree {tree}: {e}"))?;
     let file = gix::index::File::from_state(state, PathBuf::new());
     let mut out = Vec::new();
     file.write_to(&mut out, gix::index::write::Options::default()).map_err(|e| format!("encode index: {e}"))?;
