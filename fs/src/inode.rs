@@ -193,6 +193,13 @@ impl InodeTable {
         self.nodes.get(&id).map(|n| f(&n)).ok_or(Errno::ESTALE)
     }
 
+    /// Changes a known node's class (a directory learnt to be a git dir).
+    pub fn set_class(&self, id: u64, class: Class) {
+        if let Some(mut n) = self.nodes.get_mut(&id) {
+            n.class = class;
+        }
+    }
+
     /// Moves a node to a new parent and name (after a rename through seamfs).
     pub fn moved(&self, id: u64, parent: u64, name: &OsStr, class: Class) {
         if let Some(mut n) = self.nodes.get_mut(&id) {

@@ -135,6 +135,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     let opts = CoreOptions {
         passthrough: !a.no_passthrough,
         lock_wait: Duration::from_millis(a.lock_wait_ms),
+        mountpoint: Some(mnt.clone()),
         ..CoreOptions::default()
     };
     let core = Core::new(lower, layer, Class::WorkTree, opts)

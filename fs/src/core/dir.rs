@@ -138,7 +138,10 @@ impl<L: Layer> Core<L> {
             return None;
         }
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        let class = self.child_class(dir, name, is_dir).ok()?;
+        let mut class = self.child_class(dir, name, is_dir).ok()?;
+        if is_dir && class == crate::policy::Class::WorkTree && self.is_extra_gitdir(&st) {
+            class = crate::policy::Class::GitDir;
+        }
         let path = self.inodes.child_path(dir, lower).ok()?;
         let id = self.found(dir, lower, &st, class, &path);
         let p = self.policy(class);

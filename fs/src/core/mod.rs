@@ -6,6 +6,7 @@
 
 mod data;
 mod dir;
+mod dotgit;
 mod guard;
 mod heal_seal;
 mod index_split;
@@ -45,11 +46,14 @@ pub struct CoreOptions {
     pub pin_budget: usize,
     /// How long a box lock create waits behind a host-held lock before EEXIST. Default 1 s.
     pub lock_wait: Duration,
+    /// Where the mount is, as box processes see it (absolute `gitdir:` paths in `.git` files
+    /// are resolved against it). Default none: absolute pointers are not followed.
+    pub mountpoint: Option<std::path::PathBuf>,
 }
 
 impl Default for CoreOptions {
     fn default() -> Self {
-        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096, lock_wait: Duration::from_secs(1) }
+        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096, lock_wait: Duration::from_secs(1), mountpoint: None }
     }
 }
 
@@ -76,6 +80,8 @@ pub struct Core<L: Layer> {
     pub(crate) passthrough_on: AtomicBool,
     /// Lock owners and what box processes saw (shared with the reaper thread).
     pub(crate) judge: Arc<Judge>,
+    /// Git dirs named by `.git` files outside the usual places, by lower identity.
+    pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -91,7 +97,16 @@ impl<L: Layer> Core<L> {
         if layer.guards() {
             start_reaper(judge.clone(), lower.try_clone()?);
         }
-        Ok(Core { lower, inodes, handles: Handles::default(), layer, opts, passthrough_on: AtomicBool::new(false), judge })
+        Ok(Core {
+            lower,
+            inodes,
+            handles: Handles::default(),
+            layer,
+            opts,
+            passthrough_on: AtomicBool::new(false),
+            judge,
+            extra_gitdirs: Default::default(),
+        })
     }
 
     /// The layer.
@@ -211,7 +226,17 @@ impl<L: Layer> Core<L> {
             Err(e) => return Err(io_err(e)),
         };
         let class = match &st {
-            Some(st) => self.layer.classify(parent_class, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR),
+            Some(st) => {
+                let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+                if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
+                    Class::GitDir
+                } else {
+                    if !is_dir && name == ".git" && self.layer.index_split() {
+                        self.note_dotgit_file(&dotgit::rel_path(&path), st);
+                    }
+                    self.layer.classify(parent_class, name, is_dir)
+                }
+            }
             None => guess,
         };
         let fresh = st.as_ref().map(|st| self.inodes.id_for(st));

@@ -1,0 +1,75 @@
+//! `.git` files: a work tree whose git dir lives elsewhere (`git init --separate-git-dir`,
+//! linked worktrees, submodules). Linked-worktree and submodule git dirs are recognised by their
+//! place; any other git dir a `.git` file names inside the mount is remembered by identity, so
+//! it gets the git-dir policies (and the index split) when it is looked up.
+//!
+//! Never runs git and never follows a chain of `.git` files: a pointer that leaves the mount, names
+//! something that is not a directory holding HEAD, or cannot be parsed means "not a git dir",
+//! with one log line per file.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use tracing::warn;
+
+use super::Core;
+use crate::gitdata::{cpath, join_beneath, parse_gitdir_file, read_lower};
+use crate::layer::Layer;
+
+impl<L: Layer> Core<L> {
+    /// A `.git` regular file was looked up at `path` (lower-relative): remember the git dir it
+    /// names, if that is a real git dir inside the mount.
+    pub(crate) fn note_dotgit_file(&self, path: &Path, st: &libc::stat) {
+        let key = format!("dotgit {} {} {}", st.st_ino, st.st_mtime, st.st_mtime_nsec);
+        if !self.judge.first_time(key) {
+            return;
+        }
+        let Some(bytes) = read_lower(&self.lower, path).ok().flatten() else { return };
+        let target = match parse_gitdir_file(&bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(file = %path.display(), problem = %e, "malformed .git file: not a git dir");
+                return;
+            }
+        };
+        let Some(rel) = self.inside_mount(path, &target) else {
+            warn!(file = %path.display(), gitdir = %target.display(), "a .git file names a git dir outside the mount: not served as a git dir");
+            return;
+        };
+        let crel = cpath(&rel);
+        match self.lower.stat(&crel) {
+            Ok(t) if t.st_mode & libc::S_IFMT == libc::S_IFDIR && self.lower.stat(&cpath(&rel.join("HEAD"))).is_ok() => {
+                self.extra_gitdirs.insert((t.st_dev, t.st_ino), ());
+                // Already known (e.g. just created by `git init --separate-git-dir`): reclassify.
+                self.inodes.set_class(self.inodes.id_for(&t), crate::policy::Class::GitDir);
+            }
+            _ => warn!(file = %path.display(), gitdir = %target.display(), "a .git file names no git dir (not a directory holding HEAD): not a git dir"),
+        }
+    }
+
+    /// The lower-relative path of a `.git` file's target, if it lies inside the mount.
+    fn inside_mount(&self, file: &Path, target: &Path) -> Option<PathBuf> {
+        if target.is_absolute() {
+            let mnt = self.opts.mountpoint.as_deref()?;
+            let rest = target.strip_prefix(mnt).ok()?;
+            join_beneath(Path::new(""), rest)
+        } else {
+            join_beneath(file.parent().unwrap_or(Path::new("")), target)
+        }
+    }
+
+    /// True when a directory was named as a git dir by a `.git` file.
+    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat) -> bool {
+        !self.extra_gitdirs.is_empty() && self.extra_gitdirs.contains_key(&(st.st_dev, st.st_ino))
+    }
+}
+
+/// A lower-relative path from a C path ("." is the root).
+pub(crate) fn rel_path(c: &std::ffi::CStr) -> PathBuf {
+    if c.to_bytes() == b"." {
+        PathBuf::new()
+    } else {
+        PathBuf::from(OsStr::from_bytes(c.to_bytes()))
+    }
+}
