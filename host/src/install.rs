@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use seamfs::gitdata::HeadOid;
-use seamfs::heal::blob_id;
-use seamfs::heal::proposal::ProposalName;
+use seamfs::heal::{blob_id, same_entries};
+use seamfs::heal::proposal::{ProposalName, BASE_PREFIX};
 use seamfs::heal::HealKind;
 
 use crate::error::IoError;
@@ -154,7 +154,7 @@ impl Install<'_> {
         };
         // Again under the lock: this is the check that counts.
         let old = match read_index(g)? {
-            Some((b, _)) if blob_id(&b, parsed.hash_kind()) == parsed.base => b,
+            Some((b, _)) if self.base_holds(&parsed, &b) => b,
             _ => {
                 drop(lock);
                 return self.prune(name, Verdict::Stale("the shared index changed since the proposal was made".into()));
@@ -190,9 +190,23 @@ impl Install<'_> {
             Err(why) => return Ok(Some(Verdict::Later(why))),
         }
         match read_index(self.git)? {
-            Some((b, _)) if blob_id(&b, p.hash_kind()) == p.base => Ok(None),
+            Some((b, _)) if self.base_holds(p, &b) => Ok(None),
             Some(_) => Ok(Some(Verdict::Stale("the shared index changed since the proposal was made".into()))),
             None => Ok(Some(Verdict::Stale("no shared index".into()))),
+        }
+    }
+
+    /// True when the shared index is still the proposal's base: the same bytes, or — a poller's
+    /// stat-only rewrite — the same entries as the base bytes seamfs left beside the proposal
+    /// (`index.seam-base.<base>`, trusted only if its blob id is its name).
+    fn base_holds(&self, p: &ProposalName, current: &[u8]) -> bool {
+        if blob_id(current, p.hash_kind()) == p.base {
+            return true;
+        }
+        let name = format!("{BASE_PREFIX}{}", p.base);
+        match fsx::read_regular(&self.git.dir, Path::new(&name)) {
+            Ok(Some((base, _))) => blob_id(&base, p.hash_kind()) == p.base && same_entries(&base, current, p.hash_kind()),
+            _ => false,
         }
     }
 
@@ -222,10 +236,21 @@ impl Install<'_> {
         }
     }
 
-    /// Removes the proposal's name when the verdict says so and it is a regular file.
+    /// Removes the proposal's name when the verdict says so and it is a regular file, and its
+    /// base file once no other proposal names that base.
     fn prune(&self, name: &OsStr, v: Verdict) -> Result<Verdict, IoError> {
         if !v.repeats() {
             fsx::remove_if_regular(&self.git.dir, name).map_err(|e| IoError::new("remove", shown(self.git, name), e))?;
+            if let Ok(p) = ProposalName::parse(name.as_bytes()) {
+                let still_used = proposals(self.git)?
+                    .iter()
+                    .filter_map(|n| ProposalName::parse(n.as_bytes()).ok())
+                    .any(|q| q.base == p.base);
+                if !still_used {
+                    let base = OsString::from(format!("{BASE_PREFIX}{}", p.base));
+                    fsx::remove_if_regular(&self.git.dir, &base).map_err(|e| IoError::new("remove", shown(self.git, &base), e))?;
+                }
+            }
         }
         Ok(v)
     }

@@ -85,6 +85,9 @@ impl<L: Layer> Core<L> {
         let mode = mode & !umask & 0o7777;
         let open_flags = flags & !STRIP;
         let class = self.child_class(parent, name, false)?;
+        if class == crate::policy::Class::Lock {
+            self.guard_lock_create(parent, &child)?;
+        }
         let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
         if class == crate::policy::Class::Lock && flags & libc::O_EXCL != 0 && is_eexist(&attempt) {
             // A host-held lock: wait for it (bounded) rather than fail the box command.

@@ -102,6 +102,15 @@ impl<L: Layer> Core<L> {
             .collect()
     }
 
+    /// True when a branch's reflog holds more than the one entry git appends while creating it:
+    /// the branch had commits, so creating it from nothing would make a root commit over them.
+    fn reflog_has_history(&self, gitdir: &Path, name: &str) -> bool {
+        match read_lower(&self.lower, &gitdir.join("logs").join(name)) {
+            Ok(Some(log)) => log.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() >= 2,
+            _ => false,
+        }
+    }
+
     /// A process's first look at a git dir's HEAD: record where it started.
     fn note_start(&self, p: Proc, gitdir: &Path) {
         if self.judge.tracker.started(p) {
@@ -193,6 +202,27 @@ impl<L: Layer> Core<L> {
         }
         warn!(gitdir = %gitdir.display(), branch = %rel, "branch reads as absent but has a reflog; refusing to serve it as unborn");
         Err(Errno::EIO)
+    }
+
+    /// Before the box creates `refs/heads/<b>.lock`: a branch that reads absent while its
+    /// reflog holds history is looked up again (bounded); if it stays hidden the lock is refused,
+    /// so git stops before it appends a root commit to that reflog.
+    pub(crate) fn guard_lock_create(&self, parent: u64, child: &Child<'_>) -> Result<(), Errno> {
+        if !self.layer.guards() {
+            return Ok(());
+        }
+        let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(()) };
+        let Some(name) = rel.strip_suffix(".lock").filter(|n| n.starts_with("refs/heads/")) else { return Ok(()) };
+        let g = GitDirRef::open(&self.lower, gitdir.clone());
+        let deadline = Instant::now() + self.opts.lock_wait;
+        while matches!(g.resolve(name), Ok(RefState::Hidden)) {
+            if Instant::now() >= deadline {
+                warn!(gitdir = %gitdir.display(), branch = %name, "refused to lock a branch that reads as absent but has a reflog (it has commits); nothing was changed, run the command again");
+                return Err(Errno::EBUSY);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
     }
 
     /// OPEN of `config` or `packed-refs`: note what the process read.
@@ -311,6 +341,13 @@ impl<L: Layer> Core<L> {
                 // Only HEAD and the branch the command started on are held to what it saw then:
                 // other refs are left to git's own compare-and-swap, sound now that reads are
                 // fresh (`branch -f side`, `tag`, `branch -D` are not second-guessed).
+                if now.is_none() && name.starts_with("refs/heads/") && self.reflog_has_history(&gitdir, name) {
+                    let msg = format!(
+                        "refused to create {name}: it reads as absent but its reflog holds history (a stale read of a branch with commits); nothing was changed, run the command again"
+                    );
+                    warn!(pid, gitdir = %gitdir.display(), "{msg}");
+                    return Err(Errno::EBUSY);
+                }
                 let held = name == "HEAD"
                     || self.judge.tracker.start_of(p).is_some_and(|s| s.common == gitdir && s.branch.as_deref() == Some(name.as_str()));
                 if !held {

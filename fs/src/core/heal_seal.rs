@@ -15,7 +15,7 @@ use tracing::{info, warn};
 
 use super::Core;
 use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
-use crate::heal::proposal::ProposalName;
+use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome};
 use crate::index::names::{INDEX_BOX, SHARED_INDEX};
 use crate::index::seed::{publish, NewFile};
@@ -134,7 +134,12 @@ impl<L: Layer> Core<L> {
                 return None;
             }
         };
-        let op_in_progress = OP_STATE.iter().any(|n| self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
+        // Only the host's operations defer the heal: the box's own rebase or cherry-pick moves
+        // its branch step by step, and each step is healed like a commit.
+        let own = self.judge.tracker.own_ops(gitdir);
+        let op_in_progress = OP_STATE
+            .iter()
+            .any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
         let lock = cpath(&gitdir.join("index.lock"));
         let held = if op_in_progress { None } else { self.take_lock(&lock) };
         let Some(fd) = held else {
@@ -207,6 +212,12 @@ impl<L: Layer> Core<L> {
         let name = ProposalName { head: head.to_string(), base: blob_id(base, hash_kind(head)), kind };
         let dest = gitdir.join(name.file_name());
         let owner = NewFile { uid: u32::MAX, gid: u32::MAX, mode: 0o644 };
+        // The base's bytes, named by their blob id: seamd can then tell a poller's stat-only
+        // rewrite (same entries) from real host staging, and cannot be fooled (it re-hashes).
+        let base_file = gitdir.join(format!("{BASE_PREFIX}{}", name.base));
+        if let Err(e) = publish(&self.lower, &base_file, base, owner) {
+            warn!(gitdir = %gitdir.display(), error = %e, "could not leave the proposal's base index");
+        }
         match publish(&self.lower, &dest, healed, owner) {
             Ok(_) => info!(gitdir = %gitdir.display(), proposal = %name.file_name(), "index.lock busy or an operation in progress: left a heal proposal for seamd"),
             Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "could not leave a heal proposal"),

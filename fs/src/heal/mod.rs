@@ -110,6 +110,26 @@ pub fn heal_with(
     }
 }
 
+/// True when two index files hold the same entries (path, stage, mode, object id, and the
+/// flags git keeps in the file), whatever their stat data: a poller's `git status` rewrites only
+/// stat data, which changes the bytes but not what would be committed.
+pub fn same_entries(a: &[u8], b: &[u8], kind: gix::hash::Kind) -> bool {
+    let (Ok(a), Ok(b)) = (decode(a, kind), decode(b, kind)) else { return false };
+    let key = |s: &gix::index::State| -> Vec<(Vec<u8>, u32, u32, ObjectId, u32)> {
+        s.entries()
+            .iter()
+            .map(|e| {
+                let path = e.path(s).to_vec();
+                let stage = e.stage_raw();
+                use gix::index::entry::Flags as F;
+                let flags = (e.flags & (F::INTENT_TO_ADD | F::SKIP_WORKTREE | F::ASSUME_VALID)).bits();
+                (path, stage, e.mode.bits(), e.id, flags)
+            })
+            .collect()
+    };
+    key(&a) == key(&b)
+}
+
 /// The git blob id of `bytes` (what `git hash-object` prints for a file with these bytes), hex.
 /// Proposals name their base index by it.
 pub fn blob_id(bytes: &[u8], kind: gix::hash::Kind) -> String {

@@ -13,6 +13,11 @@ use super::outcome::HealKind;
 /// Every proposal name starts with this.
 pub const PREFIX: &str = "index.seam-proposed.";
 
+/// Beside proposals: `index.seam-base.<base>` holds the bytes of the index a proposal was built
+/// from (its blob id is the name), so an installer can tell a stat-only rewrite of the index
+/// (same entries, new stat data) from a real change.
+pub const BASE_PREFIX: &str = "index.seam-base.";
+
 /// A well-formed proposal name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProposalName {

@@ -11,3 +11,8 @@ mod git_workflows;
 mod ownership;
 mod posix;
 mod scale;
+mod hostbox;
+mod index_split;
+mod locks;
+mod refmoves;
+mod heal;

@@ -1,0 +1,466 @@
+//! Healing: a box move of the checked-out branch heals the host's shared index under its
+//! `index.lock`, sealed to the ref rename (host staging disjoint from the move carried; overlaps,
+//! conflicts and file/directory clashes refused and reported); a lock held too long leaves a
+//! proposal that `seamd run --once` installs; after a host move the box's index-box heals on its
+//! next touch, and the box's own moves (a soft reset) are never healed away.
+//!
+//! Host git runs on the backing dir, box git through the mount; `seamd` is the built binary.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use seam_tests::run::{run, Ran};
+
+use crate::hostbox::{bytes, lines_with, locks_below, names_with_prefix, staged, status, wait_until, write, Env, Repo};
+
+const FILES: &[(&str, &str)] = &[("a.txt", "a\n"), ("m.txt", "m\n"), ("d.txt", "d\n"), ("x.sh", "echo x\n")];
+
+/// `git show --name-status --format= REV` lines, sorted: what a commit changed.
+fn changed_by(env: &Env, r: &Repo, rev: &str) -> Vec<String> {
+    let mut v: Vec<String> =
+        env.host(r, &["show", "--name-status", "--no-renames", "--format=", rev]).lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+/// A box commit of new file `name`.
+fn box_commit(env: &Env, r: &Repo, name: &str) {
+    write(&r.b(name), &format!("{name} from the box\n"));
+    env.boxed(r, &["add", name]);
+    env.boxed(r, &["commit", "-q", "-m", &format!("box {name}")]);
+}
+
+fn seamd(checkout: &Path) -> Ran {
+    run(Command::new(seam_tests::bins::bin("seamd")).arg("run").arg(checkout).arg("--once"))
+}
+
+fn proposals(r: &Repo) -> Vec<String> {
+    names_with_prefix(&r.h(".git"), "index.seam-proposed.")
+}
+
+/// Whether `pid` is inside rename(2), renameat(2) or renameat2(2) (x86_64 numbers).
+fn in_rename(pid: u32) -> bool {
+    let sc = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+    matches!(sc.split_whitespace().next(), Some("82" | "264" | "316"))
+}
+
+/// Spawns a box `git commit` of new file `name` and returns once it is inside the rename of its
+/// `refs/heads/main.lock` (the lock shows on the backing dir and the process is in a rename),
+/// which seamfs holds while the heal waits for the shared `index.lock`; plus 50 ms, so seamfs
+/// has certainly copied the shared index and is waiting.
+fn spawn_box_commit_in_ref_rename(env: &Env, r: &Repo, name: &str) -> std::process::Child {
+    write(&r.b(name), &format!("{name} from the box\n"));
+    env.boxed(r, &["add", name]);
+    let mut child = env
+        .git
+        .cmd(&r.boxed, &["commit", "-q", "-m", &format!("box {name}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn box git commit");
+    let lock = r.h(".git/refs/heads/main.lock");
+    let pid = child.id();
+    let seen = wait_until(Duration::from_secs(30), || {
+        (lock.exists() && in_rename(pid)) || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(
+        seen && child.try_wait().ok().flatten().is_none(),
+        "the box commit never blocked in the rename of refs/heads/main.lock (did the heal not wait for index.lock?)\n{}",
+        env.log()
+    );
+    std::thread::sleep(Duration::from_millis(50));
+    child
+}
+
+fn finish(child: std::process::Child, what: &str) {
+    let out = child.wait_with_output().expect("wait for box git");
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn box_commit_heals_the_host_index_at_once() {
+    let env = Env::new("heal-sealed", &[]);
+    let r = env.host_repo("repo", FILES);
+    box_commit(&env, &r, "b.txt");
+    assert!(status(&env.git, &r.host).is_empty(), "host status right after a box commit:\n{}", env.log());
+    // The host's next commit adds only its own file and keeps the box's.
+    write(&r.h("h.txt"), "host\n");
+    env.host(&r, &["add", "h.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\th.txt"], "the host's commit reverted or re-added box work");
+    assert!(env.host(&r, &["ls-tree", "-r", "--name-only", "HEAD"]).lines().any(|l| l == "b.txt"));
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box after the host's commit");
+    assert!(proposals(&r).is_empty(), "a proposal was left although index.lock was free");
+    env.finish();
+}
+
+#[test]
+fn host_staging_survives_a_box_commit() {
+    let env = Env::new("heal-carry", &[]);
+    let r = env.host_repo("repo", FILES);
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box seeds before the host stages");
+    write(&r.h("m.txt"), "m staged by the host\n");
+    write(&r.h("a-new.txt"), "added by the host\n");
+    env.host(&r, &["add", "m.txt", "a-new.txt"]);
+    env.host(&r, &["rm", "-q", "d.txt"]);
+    env.host(&r, &["update-index", "--chmod=+x", "x.sh"]);
+    let want = vec!["A\ta-new.txt", "D\td.txt", "M\tm.txt", "M\tx.sh"];
+    assert_eq!(staged(&env.git, &r.host), want);
+    box_commit(&env, &r, "b.txt");
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\tb.txt"], "the box's commit took host staging");
+    assert_eq!(staged(&env.git, &r.host), want, "host staging after the box commit:\n{}", env.log());
+    assert!(env.host(&r, &["ls-files", "-s", "x.sh"]).starts_with("100755 "), "mode change lost");
+    assert!(env.host(&r, &["ls-files", "b.txt"]).trim() == "b.txt", "the box's file is not in the host's index");
+    assert!(!status(&env.git, &r.host).iter().any(|l| l.contains("b.txt")), "host sees the box's commit as a change");
+    env.host(&r, &["commit", "-q", "-m", "host staging"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), want, "the host's commit holds something else than its staging");
+    env.finish();
+}
+
+#[test]
+fn glob_characters_are_carried_literally() {
+    let env = Env::new("heal-glob", &[]);
+    let r = env.host_repo("repo", &[("ab", "ab\n"), ("x", "x\n"), ("[x]", "bracket\n"), ("a.txt", "a\n")]);
+    assert!(status(&env.git, &r.boxed).is_empty());
+    write(&r.h("a*b"), "star\n");
+    write(&r.h("[x]"), "bracket staged\n");
+    env.host(&r, &["add", "--", ":(literal)a*b", ":(literal)[x]"]);
+    let want = vec!["A\ta*b", "M\t[x]"];
+    assert_eq!(staged(&env.git, &r.host), want);
+    // The box changes exactly the paths the globs would match.
+    write(&r.b("ab"), "ab by the box\n");
+    write(&r.b("x"), "x by the box\n");
+    env.boxed(&r, &["add", "--", ":(literal)ab", ":(literal)x"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box ab x"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["M\tab", "M\tx"]);
+    assert_eq!(staged(&env.git, &r.host), want, "glob-named staging not carried literally:\n{}", env.log());
+    assert_eq!(env.host(&r, &["show", ":ab"]), "ab by the box\n");
+    assert_eq!(env.host(&r, &["show", ":[x]"]), "bracket staged\n");
+    env.finish();
+}
+
+#[test]
+fn a_host_conflict_is_never_carried_as_a_deletion() {
+    let env = Env::new("heal-conflict", &[]);
+    let r = env.host_repo("repo", &[("a.txt", "a\n"), ("c.txt", "c\n")]);
+    assert!(status(&env.git, &r.boxed).is_empty());
+    write(&r.h("c.txt"), "host stash\n");
+    env.host(&r, &["stash", "-q"]);
+    write(&r.h("c.txt"), "host commit\n");
+    env.host(&r, &["commit", "-q", "-a", "-m", "host c"]);
+    let pop = env.try_host(&r, &["stash", "pop"]);
+    assert!(!pop.success(), "the stash pop should conflict:\n{pop}");
+    let unmerged = env.host(&r, &["ls-files", "-u"]);
+    assert_eq!(unmerged.lines().count(), 3, "{unmerged}");
+    let shared = bytes(&r.h(".git/index"));
+    box_commit(&env, &r, "b.txt");
+    assert_eq!(bytes(&r.h(".git/index")), shared, "an index with a conflict was healed (rewritten)");
+    assert_eq!(env.host(&r, &["ls-files", "-u"]), unmerged, "the host's conflict is gone");
+    assert!(!staged(&env.git, &r.host).iter().any(|l| l == "D\tc.txt"), "the conflict reads as a deletion");
+    let log = env.log();
+    assert_eq!(
+        lines_with(&log, "shared index not healed").iter().filter(|l| l.contains("unmerged")).count(),
+        1,
+        "one report:\n{log}"
+    );
+    assert!(proposals(&r).is_empty(), "a proposal for a refused heal");
+    env.finish();
+}
+
+#[test]
+fn a_host_file_where_the_box_made_a_directory_refuses() {
+    let env = Env::new("heal-dirfile", &[]);
+    let r = env.host_repo("repo", FILES);
+    assert!(status(&env.git, &r.boxed).is_empty());
+    write(&r.h("x"), "a file staged by the host\n");
+    env.host(&r, &["add", "x"]);
+    std::fs::remove_file(r.h("x")).expect("rm x in the host's work tree");
+    let shared = bytes(&r.h(".git/index"));
+    write(&r.b("x/inner"), "the box's directory\n");
+    env.boxed(&r, &["add", "x/inner"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box x/"]);
+    assert_eq!(bytes(&r.h(".git/index")), shared, "a file/directory clash was healed");
+    assert!(env.host(&r, &["ls-files", "-s", "x"]).contains("\tx\n"), "the host's staged file is gone");
+    let log = env.log();
+    assert!(lines_with(&log, "shared index not healed").iter().any(|l| l.contains("file and a directory")), "{log}");
+    env.finish();
+}
+
+#[test]
+fn a_briefly_busy_index_lock_is_waited_for() {
+    let env = Env::new("heal-busy", &[]);
+    let r = env.host_repo("repo", FILES);
+    let lock = r.h(".git/index.lock");
+    write(&lock, "");
+    let child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    std::thread::sleep(Duration::from_millis(250));
+    std::fs::remove_file(&lock).expect("the host releases index.lock");
+    finish(child, "box commit");
+    assert!(proposals(&r).is_empty(), "a 0.3 s lock was fallen back from (proposal left):\n{}", env.log());
+    assert!(status(&env.git, &r.host).is_empty(), "host not healed after a briefly busy lock:\n{}", env.log());
+    assert!(!lock.exists());
+    env.finish();
+}
+
+#[test]
+fn a_held_index_lock_leaves_a_proposal_that_seamd_installs() {
+    let env = Env::new("heal-proposal", &["--lock-wait-ms", "300"]);
+    let r = env.host_repo("repo", FILES);
+    let lock = r.h(".git/index.lock");
+    write(&lock, "");
+    let base = env.host(&r, &["hash-object", ".git/index"]).trim().to_string();
+    box_commit(&env, &r, "b.txt");
+    let head = env.host_rev(&r, "HEAD");
+    assert_eq!(proposals(&r), vec![format!("index.seam-proposed.{head}.{base}.ff")], "{}", env.log());
+    assert!(env.log().contains("left a heal proposal"), "{}", env.log());
+    assert_eq!(bytes(&lock), b"", "the host's lock was touched");
+    std::fs::remove_file(&lock).expect("the host releases index.lock");
+    let out = seamd(&r.host);
+    assert!(out.success(), "{out}");
+    assert!(out.stderr.contains("installed"), "{out}");
+    assert!(proposals(&r).is_empty(), "the installed proposal was not removed");
+    assert!(status(&env.git, &r.host).is_empty(), "host not healed after seamd installed the proposal");
+    env.finish();
+}
+
+#[test]
+fn head_moved_before_install_seamd_refuses() {
+    let env = Env::new("heal-proposal-stale", &["--lock-wait-ms", "300"]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.h(".git/index.lock"), "");
+    box_commit(&env, &r, "b.txt");
+    assert_eq!(proposals(&r).len(), 1, "{}", env.log());
+    std::fs::remove_file(r.h(".git/index.lock")).expect("release");
+    // HEAD moves again (without the index) before seamd gets to it.
+    env.host(&r, &["update-ref", "refs/heads/main", "HEAD~"]);
+    let shared = bytes(&r.h(".git/index"));
+    let out = seamd(&r.host);
+    assert!(out.stderr.contains("stale"), "{out}");
+    assert_eq!(bytes(&r.h(".git/index")), shared, "seamd changed the index although HEAD moved");
+    assert!(proposals(&r).is_empty(), "a stale proposal was not pruned");
+    env.finish();
+}
+
+#[test]
+fn a_stat_only_rewrite_by_a_poller_still_installs() {
+    let env = Env::new("heal-proposal-poller", &["--lock-wait-ms", "300"]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.h(".git/index.lock"), "");
+    box_commit(&env, &r, "b.txt");
+    assert_eq!(proposals(&r).len(), 1, "{}", env.log());
+    std::fs::remove_file(r.h(".git/index.lock")).expect("release");
+    // A poller (an IDE's `git status`) rewrites the index with new stat data, same entries.
+    let before = bytes(&r.h(".git/index"));
+    let entries = env.host(&r, &["ls-files", "-s"]);
+    std::fs::write(r.h("a.txt"), "a\n").expect("rewrite a.txt with the same content");
+    env.host(&r, &["update-index", "-q", "--really-refresh"]);
+    assert_ne!(bytes(&r.h(".git/index")), before, "the poller did not rewrite the index");
+    assert_eq!(env.host(&r, &["ls-files", "-s"]), entries, "the poller changed entries");
+    let out = seamd(&r.host);
+    eprintln!("seamd after a stat-only rewrite:\n{out}");
+    let st = staged(&env.git, &r.host);
+    assert!(
+        st.is_empty(),
+        "the proposal was not installed after a stat-only rewrite; the host's index now shows {st:?}:\n{out}"
+    );
+    env.finish();
+}
+
+#[test]
+fn host_staging_made_while_the_heal_waits_is_carried() {
+    let env = Env::new("heal-between", &["--lock-wait-ms", "5000"]);
+    let r = env.host_repo("repo", FILES);
+    let lock = r.h(".git/index.lock");
+    write(&lock, "");
+    // The host's next index, made aside (as host git would, under its lock).
+    let aside = seam_tests::TempDir::new("heal-between-aside");
+    let tmp = aside.join("index");
+    std::fs::copy(r.h(".git/index"), &tmp).expect("copy the shared index");
+    write(&r.h("h.txt"), "host staged\n");
+    let mut add = env.git.cmd(&r.host, &["add", "h.txt"]);
+    add.env("GIT_INDEX_FILE", &tmp);
+    run(&mut add).ok();
+    let child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    // The host writes its staging into its lock and renames it in: the lock is free again.
+    std::fs::write(&lock, bytes(&tmp)).expect("write the host's new index into its lock");
+    std::fs::rename(&lock, r.h(".git/index")).expect("the host commits its index");
+    finish(child, "box commit");
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\tb.txt"]);
+    assert_eq!(staged(&env.git, &r.host), vec!["A\th.txt"], "host staging made while the heal waited:\n{}", env.log());
+    assert!(proposals(&r).is_empty());
+    env.finish();
+}
+
+#[test]
+fn a_box_git_killed_at_the_heal_leaves_no_index_lock() {
+    let env = Env::new("heal-killed", &["--lock-wait-ms", "5000"]);
+    let r = env.host_repo("repo", FILES);
+    let lock = r.h(".git/index.lock");
+    write(&lock, "");
+    let before = env.host_rev(&r, "HEAD");
+    // Killed inside the rename of refs/heads/main.lock, which seamfs holds while it waits.
+    let mut child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    std::thread::sleep(Duration::from_millis(150));
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    // The killed git stays until seamfs answers its rename, which waits for index.lock: release
+    // the lock before reaping it.
+    std::thread::sleep(Duration::from_millis(100));
+    std::fs::remove_file(&lock).expect("the host releases index.lock");
+    let _ = child.wait();
+    let gitdir = r.h(".git");
+    let clear = wait_until(Duration::from_millis(1500), || locks_below(&gitdir).is_empty());
+    assert!(clear, "locks left after a box git was killed at the heal: {:?}\n{}", locks_below(&gitdir), env.log());
+    let after = env.host_rev(&r, "HEAD");
+    eprintln!("the killed commit {}", if after == before { "did not land" } else { "landed" });
+    assert_ne!(after, before, "the rename seamfs was holding when its git was killed did not complete:\n{}", env.log());
+    assert!(
+        staged(&env.git, &r.host).is_empty(),
+        "the host's index does not match HEAD (moved: {}):\n{}",
+        after != before,
+        env.log()
+    );
+    env.git.fsck(&r.host);
+    env.finish();
+}
+
+/// Host status right after a box command, and again after `seamd run --once` (in case seamfs
+/// fell back to proposals): both must be clean, never an index that reverts the box's work.
+#[track_caller]
+fn host_follows(env: &Env, r: &Repo, what: &str) {
+    let at_once = status(&env.git, &r.host);
+    let out = seamd(&r.host);
+    let after_seamd = status(&env.git, &r.host);
+    assert!(
+        at_once.is_empty() && after_seamd.is_empty(),
+        "host status after {what}: {at_once:?}; after `seamd run --once`: {after_seamd:?}\n{out}\n{}",
+        env.log()
+    );
+}
+
+#[test]
+fn a_box_rebase_leaves_the_host_index_at_the_new_head() {
+    let env = Env::new("heal-box-rebase", &[]);
+    let r = env.host_repo("repo", FILES);
+    env.boxed(&r, &["checkout", "-q", "-b", "topic"]);
+    box_commit(&env, &r, "t1.txt");
+    box_commit(&env, &r, "t2.txt");
+    env.boxed(&r, &["checkout", "-q", "main"]);
+    box_commit(&env, &r, "m1.txt");
+    env.boxed(&r, &["checkout", "-q", "topic"]);
+    host_follows(&env, &r, "box commits and checkouts");
+    env.boxed(&r, &["rebase", "-q", "main"]);
+    assert_eq!(env.host(&r, &["log", "--format=%s"]), "box t2.txt\nbox t1.txt\nbox m1.txt\nbase\n");
+    host_follows(&env, &r, "a box `git rebase` of two commits");
+    env.finish();
+}
+
+#[test]
+fn a_host_commit_heals_index_box_on_the_next_touch() {
+    let env = Env::new("heal-reverse", &[]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.b("b.txt"), "box staged\n");
+    env.boxed(&r, &["add", "b.txt"]);
+    write(&r.h("h.txt"), "host\n");
+    write(&r.h("m.txt"), "m changed by the host\n");
+    env.host(&r, &["add", "h.txt", "m.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host"]);
+    assert_eq!(status(&env.git, &r.boxed), vec!["A  b.txt"], "the box's index after a host commit:\n{}", env.log());
+    assert!(env.log().contains("index-box healed after a host move"), "{}", env.log());
+    env.boxed(&r, &["commit", "-q", "-m", "box b"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\tb.txt"], "the box's commit reverted the host's");
+    assert!(status(&env.git, &r.host).is_empty());
+    env.finish();
+}
+
+#[test]
+fn a_box_soft_reset_is_kept_across_a_host_commit() {
+    let env = Env::new("heal-soft-host-commit", &[]);
+    let r = env.host_repo("repo", FILES);
+    box_commit(&env, &r, "b.txt");
+    env.boxed(&r, &["reset", "-q", "--soft", "HEAD~"]);
+    assert_eq!(staged(&env.git, &r.boxed), vec!["A\tb.txt"]);
+    assert_eq!(status(&env.git, &r.host), vec!["?? b.txt"], "the host's index should follow the box's reset");
+    write(&r.h("h.txt"), "host\n");
+    env.host(&r, &["add", "h.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\th.txt"]);
+    assert_eq!(
+        staged(&env.git, &r.boxed),
+        vec!["A\tb.txt"],
+        "the box's soft-reset staging was healed away:\n{}",
+        env.log()
+    );
+    assert_eq!(status(&env.git, &r.boxed), vec!["A  b.txt"]);
+    env.finish();
+}
+
+#[test]
+fn a_box_soft_reset_is_kept_across_a_host_soft_reset() {
+    let env = Env::new("heal-soft-host-soft", &[]);
+    let r = env.host_repo("repo", FILES);
+    box_commit(&env, &r, "b.txt");
+    box_commit(&env, &r, "c.txt");
+    env.boxed(&r, &["reset", "-q", "--soft", "HEAD~"]);
+    assert_eq!(staged(&env.git, &r.boxed), vec!["A\tc.txt"]);
+    env.host(&r, &["reset", "-q", "--soft", "HEAD~"]);
+    assert_eq!(staged(&env.git, &r.host), vec!["A\tb.txt"], "the host's own soft reset");
+    assert_eq!(
+        staged(&env.git, &r.boxed),
+        vec!["A\tc.txt"],
+        "the box's soft-reset staging after a host soft reset:\n{}",
+        env.log()
+    );
+    env.finish();
+}
+
+#[test]
+fn overlapping_box_staging_is_kept_and_reported_once() {
+    let env = Env::new("heal-overlap-box", &[]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.b("m.txt"), "m staged by the box\n");
+    env.boxed(&r, &["add", "m.txt"]);
+    write(&r.h("m.txt"), "m committed by the host\n");
+    env.host(&r, &["commit", "-q", "-a", "-m", "host m"]);
+    for _ in 0..3 {
+        let st = env.try_box(&r, &["status", "--porcelain"]);
+        assert!(st.success(), "{st}");
+    }
+    assert_eq!(
+        env.boxed(&r, &["show", ":m.txt"]),
+        "m staged by the box\n",
+        "the box's overlapping staging was dropped"
+    );
+    let log = env.log();
+    let reports: Vec<&str> = lines_with(&log, "index-box not healed after a host move");
+    assert_eq!(reports.len(), 1, "the overlap should be reported once:\n{log}");
+    assert!(reports[0].contains("overlap") && reports[0].contains("m.txt"), "{}", reports[0]);
+    env.finish();
+}
+
+#[test]
+fn overlapping_host_staging_is_kept_reported_once_and_cleared_by_a_host_reset() {
+    let env = Env::new("heal-overlap-host", &[]);
+    let r = env.host_repo("repo", FILES);
+    assert!(status(&env.git, &r.boxed).is_empty());
+    write(&r.h("m.txt"), "m staged by the host\n");
+    env.host(&r, &["add", "m.txt"]);
+    let shared = bytes(&r.h(".git/index"));
+    write(&r.b("m.txt"), "m committed by the box\n");
+    env.boxed(&r, &["commit", "-q", "-a", "-m", "box m"]);
+    assert_eq!(bytes(&r.h(".git/index")), shared, "an overlapping heal rewrote the shared index");
+    assert_eq!(env.host(&r, &["show", ":m.txt"]), "m staged by the host\n");
+    let log = env.log();
+    let reports = lines_with(&log, "shared index not healed");
+    assert_eq!(reports.len(), 1, "{log}");
+    assert!(reports[0].contains("overlap") && reports[0].contains("m.txt"), "{}", reports[0]);
+    // The host resets: its index is HEAD (the box's commit; the work tree is shared, so it holds
+    // the box's m.txt too); the next box commit heals cleanly.
+    env.host(&r, &["reset", "-q"]);
+    assert!(status(&env.git, &r.host).is_empty());
+    box_commit(&env, &r, "b.txt");
+    assert!(status(&env.git, &r.host).is_empty(), "after the host's reset and a box commit:\n{}", env.log());
+    assert_eq!(lines_with(&env.log(), "shared index not healed").len(), 1, "{}", env.log());
+    env.finish();
+}
