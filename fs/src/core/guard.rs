@@ -450,9 +450,18 @@ impl<L: Layer> Core<L> {
         self.finish_heals(after.heals, false);
     }
 
-    /// What the box wrote is on the lower, durably, before the rename that publishes it.
+    /// What the box wrote has reached the lower's server before the rename that publishes it.
+    ///
+    /// A share that caches writes in the guest (9p `cache=loose`) sends the rename at once and
+    /// the data later: the host then reads the new name as empty. Writing back the file's dirty
+    /// pages and waiting for them orders the two; unlike fsync it asks no disk flush of the host,
+    /// and costs nothing when nothing is dirty (virtiofs, FUSE without writeback cache).
     pub(crate) fn make_durable(&self, path: &CStr) {
-        if let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY, 0) {
+        let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY | libc::O_NONBLOCK, 0) else { return };
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        // SAFETY: valid fd; offset 0 and length 0 mean the whole file.
+        if unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, flags) } != 0 {
+            // Not supported on this file (a directory, a pipe): fall back to fsync.
             // SAFETY: valid fd.
             unsafe { libc::fsync(fd.as_raw_fd()) };
         }
