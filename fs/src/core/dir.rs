@@ -142,8 +142,13 @@ impl<L: Layer> Core<L> {
         if is_dir && class == crate::policy::Class::WorkTree && self.is_extra_gitdir(&st) {
             class = crate::policy::Class::GitDir;
         }
-        let path = self.inodes.child_path(dir, lower).ok()?;
-        let id = self.found(dir, lower, &st, class, &path);
+        let id = if self.layer.pin(class) {
+            let path = self.inodes.child_path(dir, lower).ok()?;
+            self.found(dir, lower, &st, class, &path)
+        } else {
+            // No fd to pin: the node needs no path now (it is rebuilt from parents when used).
+            self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class }, None)
+        };
         let p = self.policy(class);
         Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl })
     }
