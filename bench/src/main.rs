@@ -30,6 +30,8 @@ enum Cmd {
     },
     /// Show host commits read stale through the raw share and fresh through seamfs.
     Demo(DemoArgs),
+    /// Time git through native disk, the raw share, seamfs and peer FUSE layers; write a report.
+    Bench(seam_lab::bench::BenchArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -86,6 +88,7 @@ struct DemoArgs {
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
+        Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),
         Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
         Cmd::Demo(a) => {

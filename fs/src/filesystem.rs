@@ -324,7 +324,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let _s = debug_span!("fsyncdir", ino = ino.0).entered();
-        reply_empty(reply, Core::fsyncdir(self, fh.0, datasync));
+        reply_empty(reply, Core::fsyncdir(self, ino.0, fh.0, datasync));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -34,10 +34,13 @@ pub struct DirEntry {
 /// An open directory: its fd and a snapshot of its entries taken at the first read.
 #[derive(Debug)]
 pub struct DirHandle {
-    /// The lower directory (O_RDONLY | O_DIRECTORY).
-    pub fd: OwnedFd,
-    /// Entries, filled on the first readdir at offset 0.
-    pub entries: Mutex<Option<Vec<DirEntry>>>,
+    /// The lower directory (O_RDONLY | O_DIRECTORY); opened on first need when the listing
+    /// came from the listing cache.
+    pub fd: Mutex<Option<Arc<OwnedFd>>>,
+    /// Entries, filled on the first readdir at offset 0 (or from the listing cache at open).
+    pub entries: Mutex<Option<Arc<Vec<DirEntry>>>>,
+    /// True once a listing was served: a later read at offset 0 is a rewind and reads again.
+    pub served: std::sync::atomic::AtomicBool,
 }
 
 /// All open handles.

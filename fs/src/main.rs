@@ -111,6 +111,10 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     if !(0.0..=3600.0).contains(&ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
     }
+    // Few malloc arenas: worker threads then share freed memory instead of each keeping its own
+    // (the heal's transient index copies would otherwise stay resident per thread).
+    // SAFETY: mallopt only tunes the allocator.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 2) };
     // The caller's umask is applied by the kernel and seamfs; the daemon must not add its own.
     // SAFETY: umask has no failure mode.
     unsafe { libc::umask(0) };

@@ -108,7 +108,11 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
             direct_io: false,
             passthrough: true,
         },
-        Class::LiveRef | Class::LiveRefDir | Class::Index | Class::Lock => live,
+        // The box's index and git's lock files are only ever replaced by rename (a new inode),
+        // never changed in place by the host: names and attributes must be fresh, but their
+        // data may go through the page cache and passthrough (git reads a large index whole).
+        Class::Index | Class::Lock => CachePolicy { direct_io: false, passthrough: true, ..live },
+        Class::LiveRef | Class::LiveRefDir => live,
     }
 }
 
@@ -261,7 +265,12 @@ mod tests {
             let p = cache_policy(class, &t);
             assert_eq!(p.entry_ttl, Duration::ZERO);
             assert_eq!(p.attr_ttl, Duration::ZERO);
-            assert!(p.refresh && p.direct_io && !p.passthrough);
+            assert_eq!(p.negative_ttl, Duration::ZERO);
+            assert!(p.refresh);
+        }
+        for class in [Class::LiveRef, Class::LiveRefDir] {
+            let p = cache_policy(class, &t);
+            assert!(p.direct_io && !p.passthrough, "refs change in place (reflogs): no page cache");
         }
         assert_eq!(cache_policy(Class::Objects, &t).negative_ttl, Duration::ZERO);
         assert_eq!(cache_policy(Class::WorkTree, &t).entry_ttl, t.work_tree);

@@ -26,6 +26,12 @@ static MOUNTING: Mutex<()> = Mutex::new(());
 /// Set once a signal came: no new temp dirs or mounts.
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
+/// Whether a signal came and the signal thread is undoing everything: long-running callers stop
+/// quietly instead of reporting the failures the removal causes.
+pub fn is_stopping() -> bool {
+    STOPPING.load(Ordering::SeqCst)
+}
+
 fn refuse_if_stopping(op: &str, path: &Path) -> Result<(), LabError> {
     if STOPPING.load(Ordering::SeqCst) {
         return Err(LabError::new(op, path, "interrupted: the lab is cleaning up"));

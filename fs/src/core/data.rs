@@ -107,6 +107,7 @@ impl<L: Layer> Core<L> {
             }
             Err(e) => return Err(Errno::from(e)),
         };
+        self.listings.forget(parent);
         let entry = self.record(parent, name, &child)?;
         self.guard_created(parent, &child, class, who.pid);
         let node = entry.attr.ino.0;

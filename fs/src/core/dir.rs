@@ -6,7 +6,11 @@
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 use fuser::{Errno, FileType};
 
@@ -70,8 +74,32 @@ fn read_all(fd: &std::os::fd::OwnedFd) -> Result<Vec<DirEntry>, Errno> {
 }
 
 impl<L: Layer> Core<L> {
-    /// OPENDIR.
+    /// OPENDIR: from the listing cache when the directory was listed within its TTL.
     pub fn opendir(&self, id: u64) -> Result<u64, Errno> {
+        if let Some(ttl) = self.listing_ttl(id) {
+            if let Some(entries) = self.listings.fresh(id, ttl) {
+                return Ok(self.handles.add_dir(DirHandle {
+                    fd: Mutex::new(None),
+                    entries: Mutex::new(Some(entries)),
+                    served: AtomicBool::new(false),
+                }));
+            }
+        }
+        let fd = self.open_dir_fd(id)?;
+        Ok(self.handles.add_dir(DirHandle { fd: Mutex::new(Some(fd)), entries: Mutex::new(None), served: AtomicBool::new(false) }))
+    }
+
+    /// How long a directory's listing may be kept (None: never; live and object dirs change
+    /// under the box and must be listed fresh).
+    fn listing_ttl(&self, id: u64) -> Option<Duration> {
+        let class = self.class_of(id).ok()?;
+        let p = self.policy(class);
+        let cacheable = matches!(class, crate::policy::Class::WorkTree | crate::policy::Class::GitOther);
+        (cacheable && !p.entry_ttl.is_zero()).then_some(p.entry_ttl)
+    }
+
+    /// Opens the node's lower directory, verified to be the same directory.
+    fn open_dir_fd(&self, id: u64) -> Result<Arc<std::os::fd::OwnedFd>, Errno> {
         let (dev, ino) = self.inodes.with(id, |n| (n.dev, n.ino))?;
         let path = self.inodes.path(id)?;
         let fd = match self.lower.open_at(&path, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
@@ -83,19 +111,32 @@ impl<L: Layer> Core<L> {
         if !crate::lower::same_file(&st, dev, ino) {
             return Err(Errno::ESTALE);
         }
-        Ok(self.handles.add_dir(DirHandle { fd, entries: Default::default() }))
+        Ok(Arc::new(fd))
+    }
+
+    /// The handle's lower fd, opened now if the listing came from the cache.
+    fn handle_fd(&self, dir: u64, h: &DirHandle) -> Result<Arc<std::os::fd::OwnedFd>, Errno> {
+        let mut fd = h.fd.lock();
+        if let Some(f) = fd.as_ref() {
+            return Ok(f.clone());
+        }
+        let f = self.open_dir_fd(dir)?;
+        *fd = Some(f.clone());
+        Ok(f)
     }
 
     /// READDIR / READDIRPLUS: entries from `offset` on, at most `max` of them.
     pub fn readdir(&self, dir: u64, fh: u64, offset: u64, max: usize) -> Result<DirPage, Errno> {
         let h = self.handles.dir(fh)?;
         let mut guard = h.entries.lock();
-        if offset == 0 || guard.is_none() {
+        let rewind = offset == 0 && h.served.swap(true, Ordering::Relaxed);
+        if rewind || guard.is_none() {
             let class = self.class_of(dir)?;
-            let mut all = read_all(&h.fd)?;
+            let fd = self.handle_fd(dir, &h)?;
+            let mut all = read_all(&fd)?;
             let lower_names: Vec<OsString> = all.iter().map(|e| e.lower.clone()).collect();
             if self.seed_for_listing(dir, &lower_names) {
-                all = read_all(&h.fd)?;
+                all = read_all(&fd)?;
             }
             all.retain_mut(|e| match self.box_name(class, &e.lower) {
                 Some(n) if n != e.lower.as_os_str() => {
@@ -105,9 +146,13 @@ impl<L: Layer> Core<L> {
                 Some(_) => true,
                 None => false,
             });
+            let all = Arc::new(all);
+            if let Some(ttl) = self.listing_ttl(dir) {
+                self.listings.keep(dir, all.clone(), ttl);
+            }
             *guard = Some(all);
         }
-        let all = guard.as_ref().expect("filled above");
+        let all = guard.as_ref().expect("filled above").clone();
         let entries = all
             .iter()
             .enumerate()
@@ -130,13 +175,21 @@ impl<L: Layer> Core<L> {
             return Some(Entry { attr: to_attr(id, &st), entry_ttl: Duration::ZERO, attr_ttl: Duration::ZERO });
         }
         let h = self.handles.dir(fh).ok()?;
-        let cname = CString::new(lower.as_bytes()).ok()?;
-        let mut st = empty_stat();
-        // SAFETY: valid dir fd, C string and out-pointer.
-        let r = unsafe { libc::fstatat(h.fd.as_raw_fd(), cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-        if r < 0 {
-            return None;
-        }
+        let fd = h.fd.lock().clone();
+        let st = match fd {
+            Some(fd) => {
+                let cname = CString::new(lower.as_bytes()).ok()?;
+                let mut st = empty_stat();
+                // SAFETY: valid dir fd, C string and out-pointer.
+                let r = unsafe { libc::fstatat(fd.as_raw_fd(), cname.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+                if r < 0 {
+                    return None;
+                }
+                st
+            }
+            // A cached listing: stat by path (the attributes are never taken from the cache).
+            None => self.lower.stat(&self.inodes.child_path(dir, lower).ok()?).ok()?,
+        };
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let mut class = self.child_class(dir, name, is_dir).ok()?;
         if is_dir && class == crate::policy::Class::WorkTree && self.is_extra_gitdir(&st) {
@@ -159,8 +212,9 @@ impl<L: Layer> Core<L> {
     }
 
     /// FSYNCDIR.
-    pub fn fsyncdir(&self, fh: u64, datasync: bool) -> Result<(), Errno> {
+    pub fn fsyncdir(&self, dir: u64, fh: u64, datasync: bool) -> Result<(), Errno> {
         let h = self.handles.dir(fh)?;
-        sync_fd(h.fd.as_fd(), datasync)
+        let fd = self.handle_fd(dir, &h)?;
+        sync_fd(fd.as_fd(), datasync)
     }
 }

@@ -33,6 +33,12 @@ pub(crate) struct PendingHeal {
     new_commit: String,
 }
 
+/// Returns the heal's transient copies of large indexes to the system.
+pub(crate) fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory.
+    unsafe { libc::malloc_trim(0) };
+}
+
 fn hash_kind(oid: &str) -> gix::hash::Kind {
     if oid.len() == 64 {
         gix::hash::Kind::Sha256
@@ -226,6 +232,7 @@ impl<L: Layer> Core<L> {
 
     /// After the ref rename: install the healed shared indexes; the box's index follows its move.
     pub(crate) fn finish_heals(&self, pending: Vec<PendingHeal>, renamed: bool) {
+        trim_heap();
         for p in pending {
             if renamed {
                 let index = cpath(&p.gitdir.join(SHARED_INDEX));
@@ -267,22 +274,31 @@ impl<L: Layer> Core<L> {
     /// The box touches its index: if HEAD moved since `index-box`'s sync point (a host move:
     /// box moves advance the sync point), heal `index-box` onto it.
     pub(crate) fn reverse_heal(&self, gitdir: &Path) {
-        let Some(head) = self.head_commit(gitdir) else { return };
+        if self.reverse_heal_copies(gitdir) {
+            trim_heap();
+        }
+    }
+
+    /// The reverse heal; true when it copied an index (memory to give back).
+    fn reverse_heal_copies(&self, gitdir: &Path) -> bool {
+        let Some(head) = self.head_commit(gitdir) else { return false };
         let Some(base) = self.base(gitdir) else {
             self.set_base(gitdir, &head);
-            return;
+            return false;
         };
         if base == head {
-            return;
+            return false;
         }
         let index = gitdir.join(INDEX_BOX);
-        let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return };
+        let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return false };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        match heal_with(&self.objects_dir(&common), &bytes, &base, &head, self.index_mtime(&index)) {
+        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, self.index_mtime(&index));
+        drop(bytes);
+        match outcome {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
                 let lock = cpath(&gitdir.join("index-box.lock"));
                 // A box git holding its own index lock is mid-write: heal on the next touch.
-                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return };
+                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return true };
                 self.same_owner_and_mode(&fd, &index);
                 let mut f = std::fs::File::from(fd);
                 if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
@@ -303,5 +319,6 @@ impl<L: Layer> Core<L> {
             }
             Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "index-box not healed after a host move"),
         }
+        true
     }
 }

@@ -10,6 +10,7 @@ mod dotgit;
 mod guard;
 mod heal_seal;
 mod index_split;
+mod listing;
 mod names;
 mod namespace;
 mod xattr;
@@ -82,6 +83,8 @@ pub struct Core<L: Layer> {
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
+    /// Recent work-tree directory listings (see `listing`).
+    pub(crate) listings: listing::Listings,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -106,6 +109,7 @@ impl<L: Layer> Core<L> {
             passthrough_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
+            listings: Default::default(),
         })
     }
 

@@ -37,6 +37,7 @@ impl<L: Layer> Core<L> {
     }
 
     fn created(&self, parent: u64, name: &OsStr, child: &Child<'_>, who: Caller) -> Result<Entry, Errno> {
+        self.listings.forget(parent);
         if let Err(e) = self.give_to(parent, &child.path, who) {
             // Do not leave a root-owned node behind for a caller who cannot remove it.
             let dir = self.lower.stat(&child.path).map(|s| s.st_mode & libc::S_IFMT == libc::S_IFDIR).unwrap_or(false);
@@ -79,6 +80,7 @@ impl<L: Layer> Core<L> {
             self.make_durable(&old);
         }
         self.lower.link(&old, &new.path).map_err(Errno::from)?;
+        self.listings.forget(newparent);
         self.record(newparent, newname, &new)
     }
 
@@ -86,7 +88,9 @@ impl<L: Layer> Core<L> {
     pub fn unlink(&self, parent: u64, name: &OsStr, who_pid: u32) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
         let before = self.ref_before_change(parent, &c.lower);
+        self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
+        self.listings.forget(parent);
         self.guard_removed(parent, &c);
         if let Some(old) = before {
             self.guard_ref_removed(parent, &c.lower, who_pid, old);
@@ -97,12 +101,14 @@ impl<L: Layer> Core<L> {
     /// RMDIR.
     pub fn rmdir(&self, parent: u64, name: &OsStr) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
+        self.listings.forget(parent);
         match self.lower.unlink(&c.path, true) {
             Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) && self.clear_hidden(parent, name, &c.path) => {
                 self.lower.unlink(&c.path, true).map_err(Errno::from)?
             }
             r => r.map_err(Errno::from)?,
         }
+        self.listings.forget(parent);
         self.guard_removed(parent, &c);
         Ok(())
     }
@@ -114,6 +120,8 @@ impl<L: Layer> Core<L> {
         let old = self.child(parent, name)?;
         let new = self.new_child(newparent, newname)?;
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
+        self.listings.forget(parent);
+        self.listings.forget(newparent);
         if let Err(e) = self.lower.rename(&old.path, &new.path, flags) {
             if let Some(after) = after {
                 self.guard_rename_failed(after);
@@ -124,6 +132,9 @@ impl<L: Layer> Core<L> {
             self.guard_renamed(after);
         }
         self.guard_moved_names(parent, &old, newparent, &new);
+        // Again after the change: a listing read while it was under way may predate it.
+        self.listings.forget(parent);
+        self.listings.forget(newparent);
         self.follow_move(newparent, newname, &new);
         if flags & libc::RENAME_EXCHANGE != 0 {
             self.follow_move(parent, name, &old);

@@ -1,0 +1,43 @@
+//! Directory listings kept for as long as the kernel may keep the entries themselves.
+//!
+//! A work-tree directory listed again within its class's entry TTL is served from the last
+//! listing instead of the lower: the share's own cache is allowed to be that old, and every
+//! change the box makes through seamfs drops the listing at once. Git's status lists every
+//! directory on each run; without this, each listing costs the lower an open, a read and a close.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+
+use crate::handles::DirEntry;
+
+/// Listings by directory node.
+#[derive(Debug, Default)]
+pub(crate) struct Listings {
+    map: DashMap<u64, (Instant, Arc<Vec<DirEntry>>)>,
+}
+
+/// Above this many listings, stale ones are dropped when a new one is kept.
+const PRUNE_ABOVE: usize = 4096;
+
+impl Listings {
+    /// The listing of `dir` if it is younger than `ttl`.
+    pub(crate) fn fresh(&self, dir: u64, ttl: Duration) -> Option<Arc<Vec<DirEntry>>> {
+        let e = self.map.get(&dir)?;
+        (e.0.elapsed() < ttl).then(|| e.1.clone())
+    }
+
+    /// Keeps a listing just read from the lower.
+    pub(crate) fn keep(&self, dir: u64, entries: Arc<Vec<DirEntry>>, ttl: Duration) {
+        if self.map.len() > PRUNE_ABOVE {
+            self.map.retain(|_, (at, _)| at.elapsed() < ttl);
+        }
+        self.map.insert(dir, (Instant::now(), entries));
+    }
+
+    /// The box changed `dir`: its listing is stale.
+    pub(crate) fn forget(&self, dir: u64) {
+        self.map.remove(&dir);
+    }
+}
