@@ -70,6 +70,12 @@ pub trait Layer: Send + Sync + 'static {
     fn guards(&self) -> bool {
         false
     }
+
+    /// Keep work-tree listings for their TTL and refresh the lower's entries in bulk
+    /// (`core::listing`): for a layer over a caching share, not for the share itself.
+    fn listings(&self) -> bool {
+        false
+    }
 }
 
 /// seamfs's layer: the git path-policy table and the index split.
@@ -103,6 +109,10 @@ impl Layer for GitLayer {
     }
 
     fn guards(&self) -> bool {
+        true
+    }
+
+    fn listings(&self) -> bool {
         true
     }
 }

@@ -89,9 +89,39 @@ impl<L: Layer> Core<L> {
         Ok(self.handles.add_dir(DirHandle { fd: Mutex::new(Some(fd)), entries: Mutex::new(None), served: AtomicBool::new(false) }))
     }
 
+    /// Before a lookup in `dir`: on a burst of lookups after the share's entries expired, list
+    /// the lower directory once. The share's kernel then refreshes every entry with one
+    /// READDIRPLUS, and the lookups that follow hit its cache instead of asking it one by one.
+    pub(crate) fn warm_lower_dir(&self, dir: u64) {
+        let Some(ttl) = self.listing_ttl(dir) else { return };
+        if !self.listings.should_warm(dir, ttl) {
+            return;
+        }
+        if let Ok(fd) = self.open_dir_fd(dir) {
+            if let Ok(mut all) = read_all(&fd) {
+                let class = match self.class_of(dir) {
+                    Ok(c) => c,
+                    Err(_) => return,
+                };
+                all.retain_mut(|e| match self.box_name(class, &e.lower) {
+                    Some(n) if n != e.lower.as_os_str() => {
+                        e.name = n.to_os_string();
+                        true
+                    }
+                    Some(_) => true,
+                    None => false,
+                });
+                self.listings.keep(dir, Arc::new(all), ttl);
+            }
+        }
+    }
+
     /// How long a directory's listing may be kept (None: never; live and object dirs change
     /// under the box and must be listed fresh).
     fn listing_ttl(&self, id: u64) -> Option<Duration> {
+        if !self.layer.listings() {
+            return None;
+        }
         let class = self.class_of(id).ok()?;
         let p = self.policy(class);
         let cacheable = matches!(class, crate::policy::Class::WorkTree | crate::policy::Class::GitOther);

@@ -16,6 +16,8 @@ use crate::handles::DirEntry;
 #[derive(Debug, Default)]
 pub(crate) struct Listings {
     map: DashMap<u64, (Instant, Arc<Vec<DirEntry>>)>,
+    /// Per directory: when its lower entries were last refreshed in bulk, and lookups since.
+    warmed: DashMap<u64, (Instant, u32)>,
 }
 
 /// Above this many listings, stale ones are dropped when a new one is kept.
@@ -33,7 +35,26 @@ impl Listings {
         if self.map.len() > PRUNE_ABOVE {
             self.map.retain(|_, (at, _)| at.elapsed() < ttl);
         }
+        if self.warmed.len() > PRUNE_ABOVE {
+            self.warmed.retain(|_, (at, _)| at.elapsed() < ttl);
+        }
         self.map.insert(dir, (Instant::now(), entries));
+    }
+
+    /// A lookup in `dir`: true when the directory's lower entries should be refreshed in bulk
+    /// now — the second lookup since its last bulk refresh expired (a burst, as in `git
+    /// status`; a lone lookup costs no listing).
+    pub(crate) fn should_warm(&self, dir: u64, ttl: Duration) -> bool {
+        let mut e = self.warmed.entry(dir).or_insert((Instant::now() - ttl - ttl, 0));
+        if e.0.elapsed() < ttl {
+            return false;
+        }
+        e.1 += 1;
+        if e.1 >= 2 {
+            *e = (Instant::now(), 0);
+            return true;
+        }
+        false
     }
 
     /// The box changed `dir`: its listing is stale.

@@ -224,6 +224,9 @@ impl<L: Layer> Core<L> {
             self.lower.refresh(&path);
         }
         self.guard_lookup(parent, guess, &child, pid);
+        if !guess.in_git_dir() {
+            self.warm_lower_dir(parent);
+        }
         let st = match self.lower.stat(&path) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
