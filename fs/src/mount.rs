@@ -181,7 +181,8 @@ pub fn block_signals() {
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
 }
 
-fn wait_signal() -> i32 {
+/// Waits for SIGTERM, SIGINT or SIGHUP (blocked beforehand by [`block_signals`]); returns it.
+pub fn wait_signal() -> i32 {
     let set = sigset();
     let mut sig = 0;
     // SAFETY: valid sigset and out-pointer; the signals are blocked in every thread.

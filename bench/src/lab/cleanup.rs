@@ -152,7 +152,7 @@ pub fn on_signal_cleanup() {
         std::thread::Builder::new()
             .name("seam-lab-signals".into())
             .spawn(|| {
-                let sig = wait_signal();
+                let sig = seamfs::mount::wait_signal();
                 STOPPING.store(true, Ordering::SeqCst);
                 eprintln!("seam-lab: signal {sig}: unmounting and removing temp dirs");
                 cleanup_all();
@@ -160,20 +160,6 @@ pub fn on_signal_cleanup() {
             })
             .expect("spawn the signal thread: without it Ctrl-C would leave mounts behind");
     });
-}
-
-fn wait_signal() -> i32 {
-    // SAFETY: sigset manipulation on a local value, then sigwait on signals blocked in every thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGHUP);
-        let mut sig = 0;
-        libc::sigwait(&set, &mut sig);
-        sig
-    }
 }
 
 /// Undoes everything when dropped (normal return, error or panic).

@@ -103,17 +103,22 @@ impl<L: Layer> Core<L> {
                     Ok(c) => c,
                     Err(_) => return,
                 };
-                all.retain_mut(|e| match self.box_name(class, &e.lower) {
-                    Some(n) if n != e.lower.as_os_str() => {
-                        e.name = n.to_os_string();
-                        true
-                    }
-                    Some(_) => true,
-                    None => false,
-                });
+                self.show_box_names(class, &mut all);
                 self.listings.keep(dir, Arc::new(all), ttl);
             }
         }
+    }
+
+    /// Names as the box sees them; hidden names dropped.
+    fn show_box_names(&self, class: crate::policy::Class, all: &mut Vec<DirEntry>) {
+        all.retain_mut(|e| match self.box_name(class, &e.lower) {
+            Some(n) if n != e.lower.as_os_str() => {
+                e.name = n.to_os_string();
+                true
+            }
+            Some(_) => true,
+            None => false,
+        });
     }
 
     /// How long a directory's listing may be kept (None: never; live and object dirs change
@@ -168,14 +173,7 @@ impl<L: Layer> Core<L> {
             if self.seed_for_listing(dir, &lower_names) {
                 all = read_all(&fd)?;
             }
-            all.retain_mut(|e| match self.box_name(class, &e.lower) {
-                Some(n) if n != e.lower.as_os_str() => {
-                    e.name = n.to_os_string();
-                    true
-                }
-                Some(_) => true,
-                None => false,
-            });
+            self.show_box_names(class, &mut all);
             let all = Arc::new(all);
             if let Some(ttl) = self.listing_ttl(dir) {
                 self.listings.keep(dir, all.clone(), ttl);
