@@ -5,10 +5,12 @@
 //! - [`lab`]: what every lab run needs: temp dirs, mounts that are removed on exit and on signals,
 //!   git on the host side and in the box.
 //! - [`demo`]: `seam-lab demo`, host commits seen through the raw share and through seamfs.
+//! - [`race`]: `seam-lab race SCENARIO`, host and box actors racing, control beside seamfs.
 //! - [`bench`]: `seam-lab bench`, git's speed through seamfs against the raw share, native and peers.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod demo;
 pub mod lab;
+pub mod race;
 pub mod share;

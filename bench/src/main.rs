@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use seam_lab::race::{RaceOptions, Target};
 use seam_lab::share::fault::{FaultConfig, FaultKind};
 use seam_lab::share::layer::ShareTtls;
 use seam_lab::share::{self, ShareConfig};
@@ -10,8 +11,8 @@ use seamfs::mount::{self, exit, MountError};
 
 /// seam-lab: the share emulator and the lab that measures seamfs against it.
 ///
-/// Exit codes: 0 success; 1 the demo failed; 2 bad arguments or bad input; 3 the mount failed;
-/// 4 the unmount failed.
+/// Exit codes: 0 success; 1 the demo or a race could not run; 2 bad arguments or bad input; 3 the
+/// mount failed; 4 the unmount failed; 5 a race ran and seamfs broke an invariant.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Cli {
@@ -30,6 +31,21 @@ enum Cmd {
     },
     /// Show host commits read stale through the raw share and fresh through seamfs.
     Demo(DemoArgs),
+    /// Race host and box actors on one checkout, through the share alone and through seamfs.
+    Race(RaceArgs),
+    /// (internal) A box tool: with libgit2 or gitoxide, write and stage FILE in REPO, or commit
+    /// REPO's index.
+    #[command(hide = true)]
+    BoxClient {
+        /// git2 or gix.
+        client: seam_lab::race::box_clients::Client,
+        /// stage or commit.
+        step: String,
+        /// The repository's work tree (in the box: the mount).
+        repo: PathBuf,
+        /// The file to write and stage, relative to REPO (stage only).
+        file: Option<String>,
+    },
     /// Time git through native disk, the raw share, seamfs and peer FUSE layers; write a report.
     Bench(seam_lab::bench::BenchArgs),
 }
@@ -85,9 +101,55 @@ struct DemoArgs {
     commits: usize,
 }
 
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum TargetArg {
+    Control,
+    Seamfs,
+    Both,
+}
+
+#[derive(clap::Args, Debug)]
+struct RaceArgs {
+    /// index-poller, host-commits, kill9, config, autostash or clients.
+    scenario: seam_lab::race::Scenario,
+    /// Which box to run the actors through.
+    #[arg(long, value_enum, default_value_t = TargetArg::Both)]
+    target: TargetArg,
+    /// Run time in seconds of duration-bound scenarios (host-commits 60, autostash 60).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Operation count of count-bound scenarios (index-poller 500 commits, kill9 200 attempts,
+    /// config 1000 keys per side).
+    #[arg(long)]
+    ops: Option<usize>,
+    /// The share's entry/attr/negative TTL in seconds (Lima vz: 1; libkrun: 5).
+    #[arg(long, default_value_t = 1.0)]
+    ttl: f64,
+    /// Fault the share injects after a git-dir name is replaced: stale-old or stale-missing.
+    #[arg(long, requires = "window")]
+    fault: Option<FaultKind>,
+    /// Longest fault window in milliseconds.
+    #[arg(long, requires = "fault")]
+    window: Option<u64>,
+    /// Seed of the fault windows and of the scenario's random choices (kill points).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print machine-readable results (JSON) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Keep the share's, seamfs's and seamd's logs in this directory.
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Do not run seamd (the host daemon that installs deferred heals) for the seamfs target.
+    #[arg(long)]
+    no_seamd: bool,
+}
+
 fn main() {
     let cli = Cli::parse();
     let code = match cli.cmd {
+        Cmd::Race(a) => Ok(run_race(a)),
+        Cmd::BoxClient { client, step, repo, file } => Ok(run_box_client(client, &step, &repo, file.as_deref())),
         Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),
         Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
@@ -135,4 +197,66 @@ fn run_share(a: ShareArgs) -> Result<(), MountError> {
         no_passthrough: a.no_passthrough,
         threads: a.threads,
     })
+}
+
+/// `seam-lab box-client`: one step of a box tool; prints the commit id after a commit.
+fn run_box_client(client: seam_lab::race::box_clients::Client, step: &str, repo: &std::path::Path, file: Option<&str>) -> i32 {
+    use seam_lab::race::box_clients;
+    let done = match (step, file) {
+        ("stage", Some(f)) => box_clients::stage(client, repo, f).map(|()| String::new()),
+        ("commit", None) => box_clients::commit(client, repo, &format!("box commit by {}", client.name())),
+        _ => {
+            eprintln!("seam-lab box-client: expected `stage REPO FILE` or `commit REPO`");
+            return 2;
+        }
+    };
+    match done {
+        Ok(out) => {
+            if !out.is_empty() {
+                println!("{out}");
+            }
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("seam-lab box-client {} {step}: {e}", client.name());
+            1
+        }
+    }
+}
+/// `seam-lab race`: exit 0 when seamfs held every invariant, 5 when it broke one, 1 when the race
+/// could not run, 2 for a bad argument.
+fn run_race(a: RaceArgs) -> i32 {
+    seamfs::init_logging("warn");
+    let duration = match a.duration {
+        Some(d) if !(0.0..=86_400.0).contains(&d) => {
+            eprintln!("seam-lab race: --duration must be between 0 and 86400 seconds");
+            return 2;
+        }
+        d => d.map(std::time::Duration::from_secs_f64),
+    };
+    let targets = match a.target {
+        TargetArg::Control => vec![Target::Control],
+        TargetArg::Seamfs => vec![Target::Seamfs],
+        TargetArg::Both => vec![Target::Control, Target::Seamfs],
+    };
+    let opts = RaceOptions {
+        scenario: a.scenario,
+        targets,
+        duration,
+        ops: a.ops,
+        ttl: a.ttl,
+        fault: a.fault.zip(a.window),
+        seed: a.seed,
+        json: a.json,
+        log_dir: a.log_dir,
+        seamd: !a.no_seamd,
+    };
+    match seam_lab::race::run(&opts) {
+        Ok(true) => exit::OK,
+        Ok(false) => 5,
+        Err(e) => {
+            eprintln!("seam-lab race {}: {e}", a.scenario.name());
+            1
+        }
+    }
 }

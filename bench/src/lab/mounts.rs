@@ -31,9 +31,14 @@ pub fn mount_share(backing: &Path, mnt: &Path, args: &ShareArgs) -> Result<(), L
 
 /// Mounts seamfs over `lower` on `mnt`.
 pub fn mount_seamfs(lower: &Path, mnt: &Path) -> Result<(), LabError> {
+    mount_seamfs_with(lower, mnt, &[])
+}
+
+/// Mounts seamfs over `lower` on `mnt` with extra arguments (`--log FILE`...).
+pub fn mount_seamfs_with(lower: &Path, mnt: &Path, extra: &[String]) -> Result<(), LabError> {
     let exe = seamfs_bin()?;
     let mut cmd = Command::new(&exe);
-    cmd.arg("mount").arg(lower).arg(mnt);
+    cmd.arg("mount").arg(lower).arg(mnt).args(extra);
     run_mount(cmd, "mount seamfs", mnt)
 }
 

@@ -108,8 +108,13 @@ impl<L: Layer> Core<L> {
             Err(e) => return Err(Errno::from(e)),
         };
         self.listings.forget(parent);
-        let entry = self.record(parent, name, &child)?;
-        self.guard_created(parent, &child, class, who.pid);
+        // The entry comes from the new file's own fd: a path stat could meet a stale entry.
+        let created = fstat(fd.as_raw_fd()).ok();
+        let entry = match created {
+            Some(st) => self.record_stat(parent, name, &child, st)?,
+            None => self.record(parent, name, &child)?,
+        };
+        self.guard_created(parent, &child, class, who.pid, created.as_ref());
         let node = entry.attr.ino.0;
         let (fopen, passthrough) = self.fopen_flags(node)?;
         Ok((entry, Opened { fd, flags: fopen, passthrough, node }))

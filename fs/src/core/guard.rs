@@ -276,7 +276,9 @@ impl<L: Layer> Core<L> {
     }
 
     /// After a create or mkdir: record box locks and box-made operation state.
-    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32) {
+    /// `created` is the new file's stat taken from its own fd (a path stat could meet a stale
+    /// entry of the share for a name just replaced).
+    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32, created: Option<&libc::stat>) {
         if !self.layer.guards() {
             return;
         }
@@ -284,7 +286,11 @@ impl<L: Layer> Core<L> {
             self.guard_written(parent, &child.lower, pid, None);
         }
         if class == Class::Lock {
-            if let Ok(st) = self.lower.stat(&child.path) {
+            let st = match created {
+                Some(st) => Some(*st),
+                None => self.lower.stat(&child.path).ok(),
+            };
+            if let Some(st) = st {
                 let rec = LockRecord { owner: Proc::of(pid), dev: st.st_dev, ino: st.st_ino };
                 self.judge.locks.created(child.path.clone(), rec);
             }

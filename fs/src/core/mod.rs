@@ -200,6 +200,11 @@ impl<L: Layer> Core<L> {
     /// Records a name the core itself just created or found, and builds its entry.
     pub(crate) fn record(&self, parent: u64, name: &OsStr, child: &names::Child<'_>) -> Result<Entry, Errno> {
         let st = self.lower.stat(&child.path).map_err(io_err)?;
+        self.record_stat(parent, name, child, st)
+    }
+
+    /// `record`, with the stat already taken (from the new file's own fd).
+    pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat) -> Result<Entry, Errno> {
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
         let id = self.found(parent, &child.lower, &st, class, &child.path);
         Ok(self.entry_for(id, &st, class, None))

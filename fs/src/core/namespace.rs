@@ -59,7 +59,7 @@ impl<L: Layer> Core<L> {
         let c = self.new_child(parent, name)?;
         self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(Errno::from)?;
         let e = self.created(parent, name, &c, who)?;
-        self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid);
+        self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid, None);
         Ok(e)
     }
 

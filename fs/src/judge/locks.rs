@@ -62,6 +62,8 @@ impl Locks {
         let mut removed = 0;
         for (path, rec) in dead {
             self.held.remove(&path);
+            // The share may still hold a stale entry for the name: ask it again first.
+            lower.refresh(&path);
             match lower.stat(&path) {
                 Ok(st) if same_file(&st, rec.dev, rec.ino) => match lower.unlink(&path, false) {
                     Ok(()) => {

@@ -16,3 +16,4 @@ mod index_split;
 mod locks;
 mod refmoves;
 mod heal;
+mod races;

@@ -1,0 +1,128 @@
+//! Checks of the host's repository after (or during) a race, read in the backing dir: the truth,
+//! never the box's cached view.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use super::actor::git_run;
+use crate::lab::git::{git, git_cmd};
+use crate::lab::LabError;
+
+/// `git fsck --strict --no-dangling`: the lines that report a problem (a non-zero exit with no
+/// such line counts as one problem).
+pub fn fsck_problems(host: &Path) -> Result<Vec<String>, LabError> {
+    let r = git_run(host, &["fsck", "--strict", "--no-dangling", "--no-progress"])?;
+    let bad = ["error", "missing", "broken", "corrupt", "bad ", "fatal", "warning", "invalid"];
+    let mut problems: Vec<String> = format!("{}\n{}", r.stdout, r.stderr)
+        .lines()
+        .filter(|l| {
+            let l = l.to_lowercase();
+            bad.iter().any(|b| l.contains(b))
+        })
+        .map(|l| l.trim().to_string())
+        .collect();
+    if !r.ok && problems.is_empty() {
+        problems.push(format!("git fsck {}", r.status));
+    }
+    Ok(problems)
+}
+
+/// Every commit reachable from `rev`.
+pub fn reachable(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
+    Ok(git(host, &["rev-list", rev])?.lines().map(str::to_string).collect())
+}
+
+/// Runs git with `input` on stdin; its stdout (whatever the exit status: batch commands report
+/// per line).
+fn git_stdin(dir: &Path, args: &[&str], input: &str) -> Result<String, LabError> {
+    let op = format!("git {}", args.join(" "));
+    let mut child = git_cmd(dir)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| LabError::new(format!("start {op}"), dir, e))?;
+    let mut stdin = child.stdin.take().ok_or_else(|| LabError::new(&op, dir, "no stdin pipe"))?;
+    let text = input.to_string();
+    // A writer thread: a large input must not deadlock against a full stdout pipe.
+    let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()));
+    let out = child.wait_with_output().map_err(|e| LabError::new(&op, dir, e))?;
+    writer
+        .join()
+        .map_err(|_| LabError::new(&op, dir, "stdin writer panicked"))?
+        .map_err(|e| LabError::new(format!("{op}: write stdin"), dir, e))?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parents of each commit in `ids` that exists in the object store (missing ones are left out).
+pub fn parents(host: &Path, ids: &[String]) -> Result<HashMap<String, Vec<String>>, LabError> {
+    let mut out = HashMap::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    // `%(objecttype)` first, so a missing or non-commit id is skipped rather than failing all.
+    let types = git_stdin(host, &["cat-file", "--batch-check=%(objectname) %(objecttype)"], &(ids.join("\n") + "\n"))?;
+    let commits: Vec<&str> =
+        types.lines().filter_map(|l| l.strip_suffix(" commit")).filter(|id| id.len() >= 40).collect();
+    for chunk in commits.chunks(200) {
+        let mut args = vec!["log", "--no-walk=unsorted", "--format=%H %P"];
+        args.extend(chunk.iter().copied());
+        for line in git(host, &args)?.lines() {
+            let mut it = line.split_whitespace();
+            if let Some(id) = it.next() {
+                out.insert(id.to_string(), it.map(str::to_string).collect());
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Root commits (no parents) among `ids`, plus those reachable from `rev`, other than `initial`.
+pub fn extra_roots(host: &Path, rev: &str, ids: &[String], initial: &str) -> Result<Vec<String>, LabError> {
+    let mut roots: HashSet<String> =
+        parents(host, ids)?.into_iter().filter(|(_, p)| p.is_empty()).map(|(id, _)| id).collect();
+    for r in git(host, &["rev-list", "--max-parents=0", rev])?.lines() {
+        roots.insert(r.to_string());
+    }
+    roots.remove(initial);
+    let mut v: Vec<String> = roots.into_iter().collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Lock files (`*.lock`) anywhere below `dir`, not following symlinks.
+pub fn lock_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(_) if p.extension().is_some_and(|x| x == "lock") => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Rebase state dirs present in the git dir (`rebase-merge`, `rebase-apply`).
+pub fn rebase_dirs(gitdir: &Path) -> Vec<String> {
+    ["rebase-merge", "rebase-apply"].iter().filter(|d| gitdir.join(d).is_dir()).map(|d| d.to_string()).collect()
+}
+
+/// Subjects of every commit reachable from `rev`.
+pub fn subjects(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
+    Ok(git(host, &["log", "--format=%s", rev])?.lines().map(str::to_string).collect())
+}
+
+/// Paths in `rev`'s tree.
+pub fn tree_paths(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
+    Ok(git(host, &["ls-tree", "-r", "--name-only", rev])?.lines().map(str::to_string).collect())
+}

@@ -1,0 +1,215 @@
+//! `race host-commits`: the host commits every 100 ms while the box loops `commit`,
+//! `reset --hard HEAD` and `reset --soft HEAD~` (undoing its own commit).
+//!
+//! Every host commit id is recorded from git's own summary line; at the end each must be
+//! reachable from the branch. A box `reset --soft HEAD~` that read the host's commit as HEAD
+//! (fresh) and reset it did what its user asked, as it would on one kernel: such commits are
+//! counted apart ("rewound by a box reset that saw them", read from ORIG_HEAD right after the
+//! reset). Only the rest, lost because the box acted on a stale view, break the invariant. To
+//! keep deliberate rewinds rare the box resets only when HEAD still reads as its own commit.
+//!
+//! Both sides' `git commit` write and read back `.git/COMMIT_EDITMSG`, one file for both: commits
+//! that landed with a message other than their own are counted (reported, not judged). A host
+//! `commit -a` that finds nothing to commit right after its own change is traced: the change is
+//! in HEAD already (a box commit took it), gone (a box `reset --hard` wrote over the shared work
+//! tree), or still in the file yet invisible to git (an index claiming the file clean).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::actor::{commit_id, commit_subject, git_run, write_file, Cadence, Tally};
+use super::check::{extra_roots, fsck_problems, reachable};
+use super::figures::Figures;
+use super::repo::Seed;
+use super::rig::Rig;
+use super::Params;
+use crate::lab::git::append;
+use crate::lab::LabError;
+
+/// Default run time, seconds.
+pub const DEFAULT_SECS: u64 = 60;
+/// The host's commit period.
+pub const HOST_PERIOD: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Default)]
+struct HostSide {
+    commits: Tally,
+    ids: Vec<String>,
+    wrong_subject: u64,
+    /// `nothing to commit` after the host's own change: where that change went.
+    nothing: NothingToCommit,
+}
+
+/// Why a host `commit -a` found nothing to commit right after appending a line to `host.txt`.
+#[derive(Debug, Default)]
+struct NothingToCommit {
+    /// The line is already in HEAD: a box commit took the host's work-tree change.
+    in_head: u64,
+    /// The line is gone from the work tree: a box `reset --hard` wrote over it.
+    wiped: u64,
+    /// The line is in the work tree and not in HEAD, yet git saw no change: an index whose stat
+    /// data claims the file clean.
+    hidden: u64,
+}
+
+impl NothingToCommit {
+    fn classify(&mut self, host: &Path, line: &str) -> Result<(), LabError> {
+        let wt = std::fs::read_to_string(host.join("host.txt")).unwrap_or_default();
+        let head = git_run(host, &["show", "HEAD:host.txt"])?;
+        if head.ok && head.stdout.lines().any(|l| l == line) {
+            self.in_head += 1;
+        } else if !wt.lines().any(|l| l == line) {
+            self.wiped += 1;
+        } else {
+            self.hidden += 1;
+        }
+        Ok(())
+    }
+}
+
+fn host_committer(host: &Path, until: Instant) -> Result<HostSide, LabError> {
+    let mut h = HostSide::default();
+    let mut tick = Cadence::new(HOST_PERIOD);
+    let mut n = 0usize;
+    while Instant::now() < until {
+        tick.wait();
+        n += 1;
+        let line = format!("host change {n}");
+        append(&host.join("host.txt"), &format!("{line}\n"))?;
+        let subject = format!("host commit {n}");
+        let r = git_run(host, &["-c", "core.abbrev=no", "commit", "-a", "-m", &subject])?;
+        h.commits.record_ran(&r);
+        if r.ok && commit_subject(&r.stdout) != Some(subject.as_str()) {
+            h.wrong_subject += 1;
+        }
+        if !r.ok && (r.stdout.contains("nothing") || r.stdout.contains("no changes added")) {
+            h.nothing.classify(host, &line)?;
+        }
+        if r.ok {
+            match commit_id(&r.stdout) {
+                Some(id) => h.ids.push(id),
+                None => return Err(LabError::new("parse host commit id", host, format!("no id in {:?}", r.stdout))),
+            }
+        }
+    }
+    Ok(h)
+}
+
+#[derive(Debug, Default)]
+struct BoxSide {
+    commit: Tally,
+    hard: Tally,
+    soft: Tally,
+    soft_skipped: u64,
+    wrong_subject: u64,
+    ids: Vec<String>,
+    /// ORIG_HEAD after each landed soft reset: the commit that reset took off the branch.
+    reset_away: HashSet<String>,
+}
+
+fn box_looper(dir: &Path, until: Instant) -> Result<BoxSide, LabError> {
+    let mut b = BoxSide::default();
+    let mut n = 0usize;
+    while Instant::now() < until {
+        n += 1;
+        let rel = format!("box/{n:05}.txt");
+        write_file(dir, &rel, &format!("box change {n}\n"))?;
+        let add = git_run(dir, &["add", &rel])?;
+        let own = if add.ok {
+            let subject = format!("box commit {n}");
+            let c = git_run(dir, &["-c", "core.abbrev=no", "commit", "-m", &subject])?;
+            b.commit.record(c.ok, add.elapsed + c.elapsed, || c.why());
+            if c.ok && commit_subject(&c.stdout) != Some(subject.as_str()) {
+                b.wrong_subject += 1;
+            }
+            if c.ok {
+                let id = commit_id(&c.stdout)
+                    .ok_or_else(|| LabError::new("parse box commit id", dir, format!("no id in {:?}", c.stdout)))?;
+                b.ids.push(id.clone());
+                Some(id)
+            } else {
+                None
+            }
+        } else {
+            b.commit.record(false, add.elapsed, || add.why());
+            None
+        };
+        let hard = git_run(dir, &["reset", "-q", "--hard", "HEAD"])?;
+        b.hard.record_ran(&hard);
+        let Some(own) = own else { continue };
+        // Undo our own commit only: if HEAD reads as something else, the host committed on top.
+        let head = git_run(dir, &["rev-parse", "HEAD"])?;
+        if head.stdout.trim() != own {
+            b.soft_skipped += 1;
+            continue;
+        }
+        let soft = git_run(dir, &["reset", "-q", "--soft", "HEAD~"])?;
+        b.soft.record_ran(&soft);
+        if soft.ok {
+            let orig = git_run(dir, &["rev-parse", "ORIG_HEAD"])?;
+            if orig.ok {
+                b.reset_away.insert(orig.stdout.trim().to_string());
+            }
+        }
+    }
+    Ok(b)
+}
+
+/// Runs the scenario on a mounted rig.
+pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
+    let until = Instant::now() + p.duration_or(DEFAULT_SECS);
+    let (host, boxed) = std::thread::scope(|s| {
+        let host = s.spawn(|| host_committer(&rig.host, until));
+        let boxed = box_looper(&rig.box_dir, until);
+        let host = host.join().unwrap_or_else(|_| Err(LabError::new("join host committer", &rig.host, "panicked")));
+        (host, boxed)
+    });
+    let h = host?;
+    let b = boxed?;
+
+    let on_branch = reachable(&rig.host, "refs/heads/main")?;
+    let lost: Vec<&String> = h.ids.iter().filter(|id| !on_branch.contains(*id)).collect();
+    let seen_and_reset = lost.iter().filter(|id| b.reset_away.contains(**id)).count() as u64;
+    let stale_lost = lost.len() as u64 - seen_and_reset;
+    let roots = extra_roots(&rig.host, "refs/heads/main", &b.ids, &seed.initial)?;
+    let fsck = fsck_problems(&rig.host)?;
+    let mut all = Tally::default();
+    for t in [&b.commit, &b.hard, &b.soft] {
+        all.merge(t);
+    }
+
+    let mut f = Figures::default();
+    f.zero("host_commits_lost", "host commits lost (stale view)", stale_lost);
+    f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
+    f.zero("box_root_commits", "box root commits", roots.len() as u64);
+    f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
+    f.share("host_commits", "host commits landed", h.commits.landed, h.commits.attempted);
+    f.share("box_ops", "box ops landed (all)", all.landed, all.attempted);
+    f.share("box_commit", "box commit landed", b.commit.landed, b.commit.attempted);
+    f.share("box_reset_hard", "box reset --hard HEAD landed", b.hard.landed, b.hard.attempted);
+    f.share("box_reset_soft", "box reset --soft HEAD~ landed", b.soft.landed, b.soft.attempted);
+    f.count("box_reset_soft_skipped", "soft resets skipped (host on top)", b.soft_skipped);
+    f.count("box_ops_refused", "box ops refused", all.refused());
+    f.count("wrong_subjects", "commits landed with another message", h.wrong_subject + b.wrong_subject);
+    f.count("host_change_in_box_commit", "host change already in a box commit", h.nothing.in_head);
+    f.count("host_change_wiped", "host change wiped by a box reset --hard", h.nothing.wiped);
+    f.count("host_change_hidden", "host change invisible to git (index)", h.nothing.hidden);
+    f.ms("box_op_p50_ms", "box op latency p50", all.percentile_ms(50.0));
+    f.ms("box_op_p99_ms", "box op latency p99", all.percentile_ms(99.0));
+    for (t, what) in [(&b.commit, "box commit"), (&b.hard, "box reset --hard"), (&b.soft, "box reset --soft")] {
+        if let Some(n) = t.reasons_note(what, 3) {
+            f.note(n);
+        }
+    }
+    if let Some(n) = h.commits.reasons_note("host commit", 3) {
+        f.note(n);
+    }
+    if let Some(r) = roots.first() {
+        f.note(format!("root commit {r} (of {})", roots.len()));
+    }
+    for p in fsck.iter().take(5) {
+        f.note(format!("fsck: {p}"));
+    }
+    Ok(f)
+}

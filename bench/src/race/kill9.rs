@@ -1,0 +1,143 @@
+//! `race kill9`: the box's `git add` / `git commit` killed with SIGKILL at random points, chosen
+//! from the seed, over N commit attempts.
+//!
+//! After each kill the lab waits 1 s and counts lock files (`*.lock`, anywhere in the host's git
+//! dir); if any are there it looks again 2 s later, to tell a late release from none. On the
+//! control nobody ever removes them, so the lab removes those still there, as a person would, and
+//! each kill is measured on its own. At the end every commit that landed (as
+//! `git rev-parse HEAD` reported right after a successful commit) must be reachable, and `git
+//! fsck` clean.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::actor::{write_file, draw, git_run, git_spawn, wait_or_kill, Tally};
+use super::check::{fsck_problems, lock_files, reachable};
+use super::figures::Figures;
+use super::repo::Seed;
+use super::rig::Rig;
+use super::Params;
+use crate::lab::LabError;
+
+/// Default commit attempts.
+pub const DEFAULT_ATTEMPTS: usize = 200;
+/// How long a dead process's lock may stay.
+pub const GRACE: Duration = Duration::from_secs(1);
+/// After a lock outlived GRACE: how much longer the lab waits to tell a late release from none.
+pub const LATE: Duration = Duration::from_secs(2);
+/// Uninterrupted commits that measure how long add and commit take.
+const CALIBRATION: usize = 3;
+
+#[derive(Debug, Default)]
+struct Tallies {
+    attempts: Tally,
+    kills_add: u64,
+    kills_commit: u64,
+    kills_leaving_locks: u64,
+    locks_left: u64,
+    locks_stuck: u64,
+    lock_names: Vec<String>,
+    landed: Vec<String>,
+}
+
+/// One add + commit; `kill_at` (from the start of the add) kills whichever runs then.
+fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Duration>, t: &mut Tallies) -> Result<(), LabError> {
+    let never = Duration::from_secs(3600);
+    let started = Instant::now();
+    let add = wait_or_kill(git_spawn(dir, &["add", rel])?, started, kill_at.unwrap_or(never), dir)?;
+    let mut killed = add.killed;
+    let mut ok = false;
+    if add.killed {
+        t.kills_add += 1;
+    } else if add.ran.ok {
+        let commit_started = Instant::now();
+        let left = kill_at.map(|k| k.saturating_sub(started.elapsed())).unwrap_or(never);
+        let commit = wait_or_kill(git_spawn(dir, &["commit", "-q", "-m", msg])?, commit_started, left, dir)?;
+        if commit.killed {
+            t.kills_commit += 1;
+            killed = true;
+        } else if commit.ran.ok {
+            ok = true;
+            let head = git_run(dir, &["rev-parse", "HEAD"])?;
+            if head.ok {
+                t.landed.push(head.stdout.trim().to_string());
+            }
+        }
+    }
+    t.attempts.record(ok, started.elapsed(), || if killed { "killed".into() } else { "failed (not killed)".into() });
+    if killed {
+        std::thread::sleep(GRACE);
+        let locks = lock_files(gitdir);
+        if !locks.is_empty() {
+            t.kills_leaving_locks += 1;
+            t.locks_left += locks.len() as u64;
+            // Late or never? Give the owner-reaper another LATE before the lab steps in.
+            std::thread::sleep(LATE);
+            let stuck: Vec<PathBuf> = lock_files(gitdir).into_iter().filter(|l| locks.contains(l)).collect();
+            t.locks_stuck += stuck.len() as u64;
+            for l in &locks {
+                let name = l.strip_prefix(gitdir).unwrap_or(l).display().to_string();
+                let tag = if stuck.contains(l) { format!("{name} (still there after 1 s + {LATE:?})") } else { format!("{name} (gone within 1 s + {LATE:?})") };
+                if !t.lock_names.contains(&tag) {
+                    t.lock_names.push(tag);
+                }
+            }
+            for l in &stuck {
+                // Counted: now clear it, so the next kill is measured on its own.
+                std::fs::remove_file(l).map_err(|e| LabError::new("remove leftover lock", l, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs the scenario on a mounted rig.
+pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
+    let n = p.ops_or(DEFAULT_ATTEMPTS);
+    let dir = &rig.box_dir;
+    let gitdir = rig.gitdir();
+    let mut t = Tallies::default();
+    for i in 0..CALIBRATION {
+        let rel = format!("box/calibrate-{i}.txt");
+        write_file(dir, &rel, "calibration\n")?;
+        attempt(dir, &gitdir, &rel, &format!("box calibration {i}"), None, &mut t)?;
+    }
+    // Kill points spread over the whole add + commit, and a little past it (some attempts finish).
+    let typical = t.attempts.percentile_ms(50.0).max(5.0);
+    let span_us = (typical * 1.25 * 1000.0) as u64;
+    t.attempts = Tally::default();
+    let mut rng = p.seed ^ 0x6b69_6c6c_3921;
+    for i in 0..n {
+        let rel = format!("box/{i:04}.txt");
+        write_file(dir, &rel, &format!("box change {i}\n"))?;
+        let kill_at = Duration::from_micros(draw(&mut rng, span_us));
+        attempt(dir, &gitdir, &rel, &format!("box commit {i}"), Some(kill_at), &mut t)?;
+    }
+    let left_at_end = lock_files(&gitdir).len() as u64;
+    let on_branch = reachable(&rig.host, "refs/heads/main")?;
+    let unreachable = t.landed.iter().filter(|id| !on_branch.contains(*id)).count() as u64;
+    let fsck = fsck_problems(&rig.host)?;
+
+    let mut f = Figures::default();
+    f.zero("kills_leaving_locks", "kills leaving a lock after 1 s", t.kills_leaving_locks);
+    f.count("locks_left", "lock files counted after 1 s", t.locks_left);
+    f.count("locks_stuck", "of those, still there 2 s later", t.locks_stuck);
+    f.zero("locks_at_end", "lock files at the end", left_at_end);
+    f.zero("landed_unreachable", "landed commits unreachable", unreachable);
+    f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
+    f.count("kills", "kills (add + commit)", t.kills_add + t.kills_commit);
+    f.count("kills_add", "kills during git add", t.kills_add);
+    f.count("kills_commit", "kills during git commit", t.kills_commit);
+    f.share("attempts", "commit attempts landed", t.attempts.landed, t.attempts.attempted);
+    f.ms("typical_ms", "add+commit time (calibration)", typical);
+    if !t.lock_names.is_empty() {
+        f.note(format!("locks left after 1 s (the lab removes those still there 2 s later): {}", t.lock_names.join(", ")));
+    }
+    if let Some(n) = t.attempts.reasons_note("attempts", 3) {
+        f.note(n);
+    }
+    for p in fsck.iter().take(5) {
+        f.note(format!("fsck: {p}"));
+    }
+    Ok(f)
+}

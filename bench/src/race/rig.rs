@@ -1,0 +1,175 @@
+//! One target's stage: a fresh backing dir (the host), the share emulator over it, and for the
+//! seamfs target seamfs over its own emulator instance, so nothing seamfs does (its forced
+//! lookups) freshens another run's cache. Host actors work in `host`, box actors in `box_dir`.
+//! The seamfs target also runs `seamd run` on the backing dir, the host half of the system
+//! (it installs the heals seamfs could not seal in), unless asked not to.
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::Target;
+use crate::lab::cleanup::unmount_now;
+use crate::lab::mounts::{mount_seamfs_with, mount_share, ShareArgs};
+use crate::lab::{bin_dir, LabError};
+use crate::share::fault::FaultKind;
+
+/// How the share emulator misbehaves in a run.
+#[derive(Debug, Clone)]
+pub struct ShareSetup {
+    /// Entry/attr/negative TTL in seconds.
+    pub ttl: f64,
+    /// Fault injected after a git-dir name is replaced, and its window in ms.
+    pub fault: Option<(FaultKind, u64)>,
+    /// Seed of the fault windows.
+    pub seed: u64,
+    /// Run seamd on the host side of the seamfs target.
+    pub seamd: bool,
+}
+
+impl ShareSetup {
+    fn args(&self, log: &Path) -> ShareArgs {
+        let mut extra = vec!["--seed".to_string(), self.seed.to_string(), "--log".into(), log.display().to_string()];
+        if let Some((kind, ms)) = self.fault {
+            let k = match kind {
+                FaultKind::StaleOld => "stale-old",
+                FaultKind::StaleMissing => "stale-missing",
+            };
+            extra.extend(["--fault".to_string(), k.to_string(), "--window".into(), ms.to_string()]);
+        }
+        ShareArgs { ttl: Some(self.ttl), extra }
+    }
+}
+
+/// A mounted stage for one target.
+#[derive(Debug)]
+pub struct Rig {
+    /// Control or seamfs.
+    pub target: Target,
+    /// The backing dir: the host's checkout, where host actors run git.
+    pub host: PathBuf,
+    /// Where box actors run git: the emulator (control) or seamfs over it.
+    pub box_dir: PathBuf,
+    /// A scratch dir beside the host's checkout (upstream clones, client files), never mounted.
+    pub scratch: PathBuf,
+    /// seamfs's log file (seamfs target only).
+    pub seamfs_log: Option<PathBuf>,
+    /// Mounts, newest first (the order to unmount them).
+    mounts: Vec<PathBuf>,
+    /// `seamd run` on the host's checkout (seamfs target).
+    seamd: Option<Child>,
+}
+
+fn subdir(root: &Path, name: &str) -> Result<PathBuf, LabError> {
+    let d = root.join(name);
+    std::fs::create_dir(&d).map_err(|e| LabError::new("create dir", &d, e))?;
+    Ok(d)
+}
+
+impl Rig {
+    /// Creates `root/host`, lets `prepare` build the host's repository there (before anything is
+    /// mounted, as a checkout exists before the box boots), then mounts. Daemon logs go to
+    /// `logs` (kept by the caller when it asks).
+    pub fn new<S>(
+        root: &Path,
+        logs: &Path,
+        target: Target,
+        share: &ShareSetup,
+        prepare: impl FnOnce(&Path, &Path) -> Result<S, LabError>,
+    ) -> Result<(Rig, S), LabError> {
+        let host = subdir(root, "host")?;
+        let scratch = subdir(root, "scratch")?;
+        let setup = prepare(&host, &scratch)?;
+        let tag = target.key();
+        let share_mnt = subdir(root, "share")?;
+        mount_share(&host, &share_mnt, &share.args(&logs.join(format!("{tag}-share.log"))))?;
+        let mut rig = Rig {
+            target,
+            host,
+            box_dir: share_mnt.clone(),
+            scratch,
+            seamfs_log: None,
+            mounts: vec![share_mnt.clone()],
+            seamd: None,
+        };
+        if target == Target::Seamfs {
+            let top = subdir(root, "seamfs")?;
+            let log = logs.join("seamfs.log");
+            mount_seamfs_with(&share_mnt, &top, &["--log".to_string(), log.display().to_string()])?;
+            rig.mounts.insert(0, top.clone());
+            rig.box_dir = top;
+            rig.seamfs_log = Some(log);
+            if share.seamd {
+                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"))?);
+            }
+        }
+        Ok((rig, setup))
+    }
+
+    /// The host's git dir.
+    pub fn gitdir(&self) -> PathBuf {
+        self.host.join(".git")
+    }
+
+    /// The last `n` lines of seamfs's log (empty for the control).
+    pub fn seamfs_log_tail(&self, n: usize) -> String {
+        let Some(p) = &self.seamfs_log else { return String::new() };
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// Stops seamd, then unmounts, newest first.
+    pub fn teardown(mut self) -> Result<(), LabError> {
+        if let Some(child) = self.seamd.take() {
+            stop(child, &self.host)?;
+        }
+        for m in &self.mounts {
+            unmount_now(m)?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts `seamd run HOST`, its output to `log`. It gets SIGTERM if the lab dies first (Ctrl-C
+/// or a crash), so it never outlives the checkout it watches.
+fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
+    let exe = bin_dir()?.join("seamd");
+    if !exe.is_file() {
+        return Err(LabError::new("find seamd", &exe, "not built (cargo build -p seamd), or run with --no-seamd"));
+    }
+    let out = std::fs::File::create(log).map_err(|e| LabError::new("create seamd log", log, e))?;
+    let err = out.try_clone().map_err(|e| LabError::new("clone seamd log handle", log, e))?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("run").arg(host).stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| LabError::new("start seamd run", host, e))
+}
+
+/// SIGTERM, then SIGKILL if it has not exited within 3 s; reaps it.
+fn stop(mut child: Child, host: &Path) -> Result<(), LabError> {
+    // SAFETY: kill(2) of our own child, which has not been reaped (so the pid is still its).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                child.wait().map_err(|e| LabError::new("reap seamd", host, e))?;
+                return Ok(());
+            }
+            Err(e) => return Err(LabError::new("wait for seamd", host, e)),
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The lab's races, shortened: `seam-lab race SCENARIO --json` run as a user would, on real
+//! mounts, through the share emulator alone (the control) and through seamfs over it.
+//!
+//! Every test asserts seamfs's invariants and prints the control's figures beside them. Where the
+//! control fails reliably even at these short sizes, the test asserts that too: it proves the
+//! race really reaches the failure seamfs is meant to stop. Where it does not, the comment says
+//! so and the figure is only printed. The full-size runs (`docs/lab.md`) are the `#[ignore]`d
+//! tests at the end: `cargo test --release -p seam-tests --test e2e races::full -- --ignored`.
+//!
+//! Needs `seam-lab` and `seamfs` built in the same profile (`cargo build --release --workspace`).
+
+use std::process::Command;
+
+use seam_tests::bins;
+use seam_tests::run::run;
+use serde_json::Value;
+
+/// A finished race: its JSON report.
+struct Race {
+    args: Vec<String>,
+    report: Value,
+}
+
+/// Runs `seam-lab race SCENARIO ARGS --json`. Exit 0 (seamfs held) and 5 (seamfs broke an
+/// invariant) both carry a report; the assertions below say which invariant and why.
+#[track_caller]
+fn race(scenario: &str, args: &[&str]) -> Race {
+    let mut argv: Vec<String> = vec!["race".into(), scenario.into(), "--json".into()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let r = run(Command::new(bins::seam_lab()).args(&argv));
+    if !matches!(r.code(), Some(0) | Some(5)) {
+        panic!("seam-lab race did not run:\n{r}");
+    }
+    let report: Value =
+        serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("seam-lab race printed no JSON report ({e}):\n{r}"));
+    let race = Race { args: argv, report };
+    race.print();
+    race
+}
+
+impl Race {
+    fn run_of(&self, target: &str) -> &Value {
+        let r = &self.report["runs"][target];
+        assert!(r.is_object(), "no {target} run in the report of `seam-lab {}`", self.args.join(" "));
+        r
+    }
+
+    #[track_caller]
+    fn value(&self, target: &str, key: &str) -> &Value {
+        let v = &self.run_of(target)["figures"][key]["value"];
+        assert!(!v.is_null(), "no figure {key} for {target} in the report of `seam-lab {}`", self.args.join(" "));
+        v
+    }
+
+    #[track_caller]
+    fn count(&self, target: &str, key: &str) -> u64 {
+        self.value(target, key).as_u64().unwrap_or_else(|| panic!("figure {key} is not a count"))
+    }
+
+    #[track_caller]
+    fn flag(&self, target: &str, key: &str) -> bool {
+        self.value(target, key).as_bool().unwrap_or_else(|| panic!("figure {key} is not a flag"))
+    }
+
+    #[track_caller]
+    fn landed(&self, target: &str, key: &str) -> (u64, u64) {
+        let v = self.value(target, key);
+        (v["landed"].as_u64().unwrap_or(0), v["attempted"].as_u64().unwrap_or(0))
+    }
+
+    /// Everything seamfs's run noted (refusal samples, the tail of its log on a violation).
+    fn notes(&self, target: &str) -> String {
+        self.run_of(target)["notes"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    }
+
+    /// Both runs' figures, one line each, control beside seamfs (visible with --nocapture).
+    fn print(&self) {
+        eprintln!("seam-lab {}", self.args.join(" "));
+        let Some(control) = self.report["runs"]["control"]["figures"].as_object() else { return };
+        for (key, f) in control {
+            let sfs = &self.report["runs"]["seamfs"]["figures"][key]["value"];
+            eprintln!("  {:<44} control {:<28} seamfs {}", key, show(&f["value"]), show(sfs));
+        }
+    }
+
+    /// Asserts seamfs's invariant counts are 0.
+    #[track_caller]
+    fn seamfs_zero(&self, keys: &[&str]) {
+        for k in keys {
+            let n = self.count("seamfs", k);
+            assert_eq!(n, 0, "seamfs broke {k} ({n}) in `seam-lab {}`:\n{}", self.args.join(" "), self.notes("seamfs"));
+        }
+    }
+
+    /// Asserts seamfs's invariant flags hold.
+    #[track_caller]
+    fn seamfs_holds(&self, keys: &[&str]) {
+        for k in keys {
+            assert!(self.flag("seamfs", k), "seamfs broke {k} in `seam-lab {}`:\n{}", self.args.join(" "), self.notes("seamfs"));
+        }
+    }
+
+    /// Asserts the control shows the failure (the race reached it).
+    #[track_caller]
+    fn control_fails(&self, key: &str) {
+        let v = self.value("control", key);
+        let failed = v.as_u64().map(|n| n > 0).or_else(|| v.as_bool().map(|b| !b)).unwrap_or(false);
+        assert!(
+            failed,
+            "the control did not show {key} ({v}) in `seam-lab {}`: the race no longer reaches the failure, so it shows nothing about seamfs",
+            self.args.join(" ")
+        );
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::Object(o) => format!("{}/{}", o.get("landed").unwrap_or(&Value::Null), o.get("attempted").unwrap_or(&Value::Null)),
+        Value::String(s) => format!("{:?}", s.replace('\n', " | ")),
+        other => other.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shortened races (the whole module stays within a few minutes).
+
+/// Host `git status` every 50 ms while the box commits, the share serving a replaced `index` as
+/// missing for up to 1 s: through seamfs nobody sees an emptied index; the control's box reads
+/// the index as missing after a pause and commits trees without the seed files (reliably: every
+/// pause is a chance, and the host rewrites the index every 50 ms).
+#[test]
+fn index_poller_under_stale_missing() {
+    let r = race("index-poller", &["--ops", "60", "--fault", "stale-missing", "--window", "1000"]);
+    r.seamfs_zero(&[
+        "emptied_index_host",
+        "emptied_index_box",
+        "all_deleted_host",
+        "all_deleted_box",
+        "seed_damaged_views",
+        "index_read_errors",
+        "files_lost_from_head",
+        "fsck_problems",
+    ]);
+    assert!(r.landed("seamfs", "box_commits").0 > 0, "no box commit landed through seamfs: the race raced nothing");
+    r.control_fails("emptied_index_box");
+    r.control_fails("files_lost_from_head");
+}
+
+/// Host commits every 100 ms while the box commits and resets: no host commit is lost to a stale
+/// view through seamfs, no box commit is a root commit. The control loses host commits reliably
+/// (the box's stale HEAD rewinds the branch within seconds).
+#[test]
+fn host_commits_vs_box_commits_and_resets() {
+    let r = race("host-commits", &["--duration", "15"]);
+    r.seamfs_zero(&["host_commits_lost", "box_root_commits", "fsck_problems"]);
+    let (landed, attempted) = r.landed("seamfs", "box_ops");
+    eprintln!("  seamfs: {landed}/{attempted} box ops landed (the issue aims at 95 %; not asserted here)");
+    assert!(landed > 0 && r.landed("seamfs", "host_commits").0 > 0, "one side made no progress through seamfs");
+    r.control_fails("host_commits_lost");
+}
+
+/// The box's git killed at random points: through seamfs no lock outlives its dead owner by more
+/// than 1 s, and every landed commit stays reachable. On the control about half the kills leave
+/// a lock that stays forever (8 of 25 and 98 of 191 in the runs recorded in docs/lab.md), so at
+/// 25 attempts it reliably shows at least one.
+#[test]
+fn kill9_leaves_no_lock() {
+    let r = race("kill9", &["--ops", "25", "--seed", "7"]);
+    r.seamfs_zero(&["kills_leaving_locks", "locks_at_end", "landed_unreachable", "fsck_problems"]);
+    assert!(r.count("seamfs", "kills") > 0, "no kill landed through seamfs: the race tested nothing");
+    r.control_fails("kills_leaving_locks");
+}
+
+/// Both sides write distinct config keys: none is lost through seamfs. The control loses keys
+/// reliably (the box rewrites `config` from a stale copy).
+#[test]
+fn config_writes_from_both_sides_keep_every_key() {
+    let r = race("config", &["--ops", "200"]);
+    r.seamfs_zero(&["keys_lost"]);
+    r.seamfs_holds(&["core_section_kept"]);
+    assert_eq!(r.landed("seamfs", "box_keys").0, 200, "not every box key was written through seamfs");
+    r.control_fails("keys_lost");
+}
+
+/// Host `pull --rebase --autostash` racing box commits: no work lost through seamfs. The
+/// control loses box commits or host lines in some runs and not in others at this length:
+/// printed, not asserted.
+#[test]
+fn autostash_pull_vs_box_commits() {
+    let r = race("autostash", &["--duration", "15"]);
+    r.seamfs_zero(&["work_lost", "fsck_problems"]);
+    assert!(r.landed("seamfs", "box_commits").0 > 0, "no box commit landed through seamfs");
+    eprintln!(
+        "  control: work lost {}, leftover autostash dirs {}; seamfs: leftover autostash dirs {}, pulls landed {:?}",
+        r.count("control", "work_lost"),
+        r.count("control", "leftover_autostash"),
+        r.count("seamfs", "leftover_autostash"),
+        r.landed("seamfs", "host_pulls")
+    );
+}
+
+/// libgit2 and gitoxide stage and commit in the box: staging leaves the host's shared index
+/// byte-identical through seamfs, the host's own staging survives and is in no box commit. On
+/// the control both clients write the shared index itself (reliably).
+#[test]
+fn libgit2_and_gitoxide_in_the_box() {
+    let r = race("clients", &[]);
+    r.seamfs_holds(&["clients_staged", "shared_index_unchanged", "box_index_has_client_files", "clients_committed", "host_staging_kept"]);
+    r.seamfs_zero(&["host_staging_in_box_commits", "box_files_missing", "fsck_problems"]);
+    r.control_fails("shared_index_unchanged");
+}
+
+/// With the share's faults (a replaced name read old, or missing, for up to 1 s) the same
+/// invariants hold through seamfs, and the control still fails (host commits and config keys:
+/// reliably; kill9 at 20 attempts: printed).
+#[test]
+fn fault_windows_hold() {
+    for fault in ["stale-old", "stale-missing"] {
+        let fault_args = ["--fault", fault, "--window", "1000"];
+        let with = |size: &[&'static str]| -> Vec<&'static str> { size.iter().chain(&fault_args).copied().collect() };
+        let r = race("host-commits", &with(&["--duration", "8"]));
+        r.seamfs_zero(&["host_commits_lost", "box_root_commits", "fsck_problems"]);
+        r.control_fails("host_commits_lost");
+        let r = race("config", &with(&["--ops", "100"]));
+        r.seamfs_zero(&["keys_lost"]);
+        r.control_fails("keys_lost");
+    }
+}
+
+/// kill -9 of box git under the share's faults: no lock may stay. KNOWN TO FAIL (open bug): with
+/// `--fault stale-old`, 3–5 of ~15 kills left `HEAD.lock`, `AUTO_MERGE.lock` or
+/// `packed-refs.lock` behind for more than 3 s (the seamfs log shows replies to the killed
+/// process failing with ENOENT, i.e. requests aborted mid-flight). Without faults the same
+/// scenario leaves none (`kill9_leaves_no_lock`). Kept, ignored, so it can be run while fixing.
+#[test]
+#[ignore = "known failure under the stale-old fault: locks left after kill -9 (see the comment)"]
+fn kill9_under_faults_leaves_no_lock() {
+    for fault in ["stale-old", "stale-missing"] {
+        let r = race("kill9", &["--ops", "20", "--fault", fault, "--window", "1000"]);
+        r.seamfs_zero(&["kills_leaving_locks", "locks_at_end", "landed_unreachable", "fsck_problems"]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Full-size runs (minutes each): the figures in docs/lab.md. Run with -- --ignored.
+
+#[test]
+#[ignore = "full size: about 4 minutes"]
+fn full_index_poller() {
+    let r = race("index-poller", &[]);
+    r.seamfs_zero(&["emptied_index_host", "emptied_index_box", "all_deleted_host", "all_deleted_box", "seed_damaged_views", "index_read_errors", "files_lost_from_head", "fsck_problems"]);
+}
+
+#[test]
+#[ignore = "full size: about 2 minutes"]
+fn full_host_commits() {
+    let r = race("host-commits", &[]);
+    r.seamfs_zero(&["host_commits_lost", "box_root_commits", "fsck_problems"]);
+    r.control_fails("host_commits_lost");
+}
+
+#[test]
+#[ignore = "full size: about 6 minutes"]
+fn full_kill9() {
+    let r = race("kill9", &[]);
+    r.seamfs_zero(&["kills_leaving_locks", "locks_at_end", "landed_unreachable", "fsck_problems"]);
+    r.control_fails("kills_leaving_locks");
+}
+
+#[test]
+#[ignore = "full size: about 1 minute"]
+fn full_config() {
+    let r = race("config", &[]);
+    r.seamfs_zero(&["keys_lost"]);
+    r.control_fails("keys_lost");
+}
+
+#[test]
+#[ignore = "full size: about 2 minutes"]
+fn full_autostash() {
+    let r = race("autostash", &[]);
+    r.seamfs_zero(&["work_lost", "fsck_problems"]);
+}
