@@ -7,7 +7,7 @@
 //! removed.
 
 use std::ffi::CString;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use tracing::warn;
@@ -30,20 +30,27 @@ pub struct LockRecord {
 #[derive(Debug, Default)]
 pub struct Locks {
     held: DashMap<CString, LockRecord>,
+    /// When each dead owner's lock was first found dead (see `reap`).
+    dead_since: DashMap<CString, Instant>,
 }
 
 /// How often the reaper looks. A dead owner's lock goes within about this long.
 pub const REAP_EVERY: Duration = Duration::from_millis(200);
 
+/// How long a dead owner's lock is looked for while its name reads as another file.
+pub const STALE_GRACE: Duration = Duration::from_secs(10);
+
 impl Locks {
     /// Records a lock the box just created.
     pub fn created(&self, path: CString, rec: LockRecord) {
+        self.dead_since.remove(&path);
         self.held.insert(path, rec);
     }
 
     /// Forgets a lock (committed by rename, or removed).
     pub fn released(&self, path: &CString) {
         self.held.remove(path);
+        self.dead_since.remove(path);
     }
 
     /// The box record for a lock path, if the box holds it.
@@ -52,6 +59,11 @@ impl Locks {
     }
 
     /// Removes locks whose creator is gone; returns how many were removed.
+    ///
+    /// A lock whose name does not (yet) show the file the box created is kept and looked at
+    /// again on later passes, for up to [`STALE_GRACE`] after its owner died: the share may
+    /// serve a stale entry for a name replaced moments ago, and giving up at once left locks
+    /// behind for good under such windows.
     pub fn reap(&self, lower: &Lower) -> usize {
         let dead: Vec<(CString, LockRecord)> = self
             .held
@@ -61,21 +73,37 @@ impl Locks {
             .collect();
         let mut removed = 0;
         for (path, rec) in dead {
-            self.held.remove(&path);
             // The share may still hold a stale entry for the name: ask it again first.
             lower.refresh(&path);
             match lower.stat(&path) {
-                Ok(st) if same_file(&st, rec.dev, rec.ino) => match lower.unlink(&path, false) {
-                    Ok(()) => {
-                        removed += 1;
-                        warn!(lock = %path.to_string_lossy(), pid = rec.owner.pid, "removed a lock left by a box process that died");
+                Ok(st) if same_file(&st, rec.dev, rec.ino) => {
+                    self.forget_dead(&path);
+                    match lower.unlink(&path, false) {
+                        Ok(()) => {
+                            removed += 1;
+                            warn!(lock = %path.to_string_lossy(), pid = rec.owner.pid, "removed a lock left by a box process that died");
+                        }
+                        Err(e) => warn!(lock = %path.to_string_lossy(), error = %e, "could not remove a dead box process's lock"),
                     }
-                    Err(e) => warn!(lock = %path.to_string_lossy(), error = %e, "could not remove a dead box process's lock"),
-                },
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && self.past_grace(&path) => self.forget_dead(&path),
+                // Another file under the name, or a stale answer: look again next pass.
+                _ if self.past_grace(&path) => self.forget_dead(&path),
                 _ => {}
             }
         }
         removed
+    }
+
+    /// True once the lock's owner has been dead longer than the grace period.
+    fn past_grace(&self, path: &CString) -> bool {
+        let since = *self.dead_since.entry(path.clone()).or_insert_with(Instant::now);
+        since.elapsed() > STALE_GRACE
+    }
+
+    fn forget_dead(&self, path: &CString) {
+        self.held.remove(path);
+        self.dead_since.remove(path);
     }
 
     /// Number of box-held locks.
