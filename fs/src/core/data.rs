@@ -105,7 +105,7 @@ impl<L: Layer> Core<L> {
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
                 self.lower.open_at(&path, open_flags, 0).map_err(Errno::from)?
             }
-            Err(e) => return Err(Errno::from(e)),
+            Err(e) => return Err(self.in_parent(parent, e)),
         };
         self.listings.forget(parent);
         // The entry comes from the new file's own fd: a path stat could meet a stale entry.

@@ -25,6 +25,16 @@ pub struct Caller {
 }
 
 impl<L: Layer> Core<L> {
+    /// The error of a create in `parent`: ENOENT because the parent directory itself is gone
+    /// or replaced on the lower (the host removed it) becomes ESTALE, so the kernel walks the
+    /// path again instead of creating into a directory that no longer exists.
+    pub(crate) fn in_parent(&self, parent: u64, e: std::io::Error) -> Errno {
+        if e.raw_os_error() == Some(libc::ENOENT) && self.stat_node(parent) == Err(Errno::ESTALE) {
+            return Errno::ESTALE;
+        }
+        Errno::from(e)
+    }
+
     /// Gives a freshly created node to the caller.
     pub(crate) fn give_to(&self, parent: u64, path: &CStr, who: Caller) -> Result<(), Errno> {
         if who.uid == 0 && who.gid == 0 {
@@ -50,14 +60,14 @@ impl<L: Layer> Core<L> {
     /// MKNOD (fifos, sockets, regular files; devices as the lower allows).
     pub fn mknod(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, rdev: u32, who: Caller) -> Result<Entry, Errno> {
         let c = self.new_child(parent, name)?;
-        self.lower.mknod(&c.path, mode & !umask, rdev as u64).map_err(Errno::from)?;
+        self.lower.mknod(&c.path, mode & !umask, rdev as u64).map_err(|e| self.in_parent(parent, e))?;
         self.created(parent, name, &c, who)
     }
 
     /// MKDIR.
     pub fn mkdir(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, who: Caller) -> Result<Entry, Errno> {
         let c = self.new_child(parent, name)?;
-        self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(Errno::from)?;
+        self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(|e| self.in_parent(parent, e))?;
         let e = self.created(parent, name, &c, who)?;
         self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid, None);
         Ok(e)
@@ -67,7 +77,7 @@ impl<L: Layer> Core<L> {
     pub fn symlink(&self, parent: u64, name: &OsStr, target: &Path, who: Caller) -> Result<Entry, Errno> {
         let c = self.new_child(parent, name)?;
         let target = CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
-        self.lower.symlink(&target, &c.path).map_err(Errno::from)?;
+        self.lower.symlink(&target, &c.path).map_err(|e| self.in_parent(parent, e))?;
         self.created(parent, name, &c, who)
     }
 
@@ -79,7 +89,7 @@ impl<L: Layer> Core<L> {
             // Git publishes objects by link: the content must be on the lower first.
             self.make_durable(&old);
         }
-        self.lower.link(&old, &new.path).map_err(Errno::from)?;
+        self.lower.link(&old, &new.path).map_err(|e| self.in_parent(newparent, e))?;
         self.listings.forget(newparent);
         self.record(newparent, newname, &new)
     }
