@@ -13,7 +13,6 @@ use std::process::Command;
 use super::gen::BIG_NAME;
 use super::peers::which;
 use super::procfs::find_pid;
-use crate::lab::cleanup::mounting;
 use crate::lab::mounts::{mount_share, seamfs_bin, ShareArgs};
 use crate::lab::LabError;
 
@@ -117,7 +116,7 @@ fn seamfs(kind: LayerKind, base: &Path, share: &Path, top: &Path, t: &str) -> Re
     if kind == LayerKind::SeamfsNosplit {
         cmd.arg("--no-index-split");
     }
-    mount_with(cmd, "mount seamfs", top)?;
+    crate::lab::mounts::run_mount(cmd, "mount seamfs", top)?;
     let split = if kind == LayerKind::Seamfs { "index split on" } else { "--no-index-split" };
     let note = format!("seamfs --ttl {t} ({split}, default threads) over its own share mount");
     Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid("seamfs", &log), note })
@@ -131,7 +130,7 @@ fn bindfs(share: &Path, top: &Path, t: &str) -> Result<Layer, LabError> {
         .args(["-o", &format!("entry_timeout={t},attr_timeout={t},negative_timeout={t}")])
         .arg(share)
         .arg(top);
-    mount_with(cmd, "mount bindfs", top)?;
+    crate::lab::mounts::run_mount(cmd, "mount bindfs", top)?;
     let note = format!("bindfs --multithreaded, entry/attr/negative timeout {t} s, over its own share mount");
     Ok(Layer { kind: LayerKind::Bindfs, dir: top.to_path_buf(), daemon: find_pid("bindfs", top), note })
 }
@@ -153,7 +152,7 @@ fn overlay(base: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabE
             work.display()
         );
         cmd.args(["-o", &o]).arg(top);
-        mount_with(cmd, "mount fuse-overlayfs", top)
+        crate::lab::mounts::run_mount(cmd, "mount fuse-overlayfs", top)
     };
     let dir = top.to_path_buf();
     match attempt(&share.join("upper"), &share.join("work")) {
@@ -228,14 +227,4 @@ fn cp(flags: &[&str], sources: &[PathBuf], dir: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Runs a mount command that daemonises once the mount is up, registered for cleanup first.
-fn mount_with(mut cmd: Command, op: &str, mnt: &Path) -> Result<(), LabError> {
-    mounting(mnt, || {
-        let out = cmd.output().map_err(|e| LabError::new(op, mnt, e))?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            return Err(LabError::new(op, mnt, format!("{}: {}", out.status, err.trim())));
-        }
-        Ok(())
-    })
-}
+

@@ -51,7 +51,8 @@ pub fn seamfs_bin() -> Result<PathBuf, LabError> {
     Ok(p)
 }
 
-fn run_mount(mut cmd: Command, op: &str, mnt: &Path) -> Result<(), LabError> {
+/// Runs a mount command that daemonises once the mount is up, registered for cleanup first.
+pub fn run_mount(mut cmd: Command, op: &str, mnt: &Path) -> Result<(), LabError> {
     mounting(mnt, || {
         let out = cmd.output().map_err(|e| LabError::new(op, mnt, e))?;
         if !out.status.success() {
