@@ -132,8 +132,9 @@ impl Rig {
     }
 }
 
-/// Starts `seamd run HOST`, its output to `log`. It gets SIGTERM if the lab dies first (Ctrl-C
-/// or a crash), so it never outlives the checkout it watches.
+/// Starts `seamd run HOST`, its output to `log`. It gets SIGKILL if the lab dies first (Ctrl-C
+/// or a crash), so it never outlives the checkout it watches: SIGTERM was seen to stay pending
+/// in a seamd whose checkout was already gone.
 fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
     let exe = bin_dir()?.join("seamd");
     if !exe.is_file() {
@@ -146,7 +147,7 @@ fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
