@@ -1,5 +1,6 @@
 //! The bench's reports: a markdown table and JSON, from [`BenchReport`].
 
+use crate::demo::report::json_str;
 use std::fmt::Write;
 
 use super::layers::LayerKind;
@@ -153,27 +154,6 @@ fn num(x: f64) -> String {
 
 fn opt_num(x: Option<f64>) -> String {
     x.map(num).unwrap_or_else(|| "null".into())
-}
-
-/// A JSON string literal.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]

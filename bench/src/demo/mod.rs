@@ -5,7 +5,7 @@
 //! seamfs's refreshes do not make the raw share look fresher than it is), and git in the box.
 //! Every mount is removed on return, on error and on Ctrl-C; every temp dir too.
 
-mod report;
+pub(crate) mod report;
 mod scenario;
 
 pub use report::{BoxCommitRow, DemoReport, Read, ReadRow};

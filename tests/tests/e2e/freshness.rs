@@ -17,24 +17,7 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------------------------------------
 // Helpers: binaries, temp dirs, mount guards, git.
 
-/// `$SEAM_BIN_DIR`, or `target/<profile>/` (tests run from `target/<profile>/deps/`).
-fn bin(name: &str) -> PathBuf {
-    let dir = match std::env::var_os("SEAM_BIN_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => {
-            let exe = std::env::current_exe().expect("the path of the running test executable");
-            let deps = exe.parent().expect("the test executable lives in a directory");
-            if deps.file_name().is_some_and(|n| n == "deps") {
-                deps.parent().expect("deps/ has a parent").to_path_buf()
-            } else {
-                deps.to_path_buf()
-            }
-        }
-    };
-    let p = dir.join(name);
-    assert!(p.is_file(), "{name} not found at {}: run `cargo build -p seamfs -p seam-lab` first", p.display());
-    p
-}
+use seam_tests::bins::bin;
 
 /// Mount points at or below `dir`, from /proc/self/mounts.
 fn mounts_under(dir: &Path) -> Vec<PathBuf> {
