@@ -3,7 +3,6 @@
 
 use std::ffi::{CStr, OsStr};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use fuser::Errno;
@@ -29,7 +28,7 @@ impl<L: Layer> Core<L> {
         if names.is_empty() || names.iter().any(|n| to_box(n).is_some()) {
             return false;
         }
-        let dir = PathBuf::from(OsStr::from_bytes(path.to_bytes()));
+        let dir = super::dotgit::rel_path(path);
         names.iter().all(|n| self.lower.unlink(&cpath(&dir.join(n)), false).is_ok())
     }
 
@@ -49,7 +48,7 @@ impl<L: Layer> Core<L> {
     fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile), Errno> {
         let c = self.inodes.path(gitdir)?;
         let st = self.lower.stat(&c).map_err(Errno::from)?;
-        let rel = if c.as_bytes() == b"." { PathBuf::new() } else { PathBuf::from(OsStr::from_bytes(c.as_bytes())) };
+        let rel = super::dotgit::rel_path(&c);
         // A group-writable git dir is a shared repository: keep its index group-writable too.
         let mode = if st.st_mode & 0o020 != 0 { 0o664 } else { 0o644 };
         Ok((rel, NewFile { uid: st.st_uid, gid: st.st_gid, mode }))
