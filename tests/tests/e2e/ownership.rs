@@ -80,8 +80,10 @@ fn shared_group_repo_has_the_same_modes() {
     let (backing, _mnt, m) = setup("shared");
     let git = Git::as_user(UID, GID);
     // Fixed dates, so both runs write the same objects under the same names.
-    let script = "umask 002 && git init -q --shared=group repo && cd repo && echo a > a && mkdir -p d/e && echo b > d/e/b && \
-                  git add -A && GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z git commit -q -m one && \
+    // The tag too: a tag made a second later would change the pack's name.
+    let script = "umask 002 && export GIT_AUTHOR_DATE=2020-01-01T00:00:00Z GIT_COMMITTER_DATE=2020-01-01T00:00:00Z && \
+                  git init -q --shared=group repo && cd repo && echo a > a && mkdir -p d/e && echo b > d/e/b && \
+                  git add -A && git commit -q -m one && \
                   git tag -a -m t t1 && git gc -q && echo c > c && git add c";
     as_user(&backing.join("native"), script, Some(&git));
     as_user(&m.join("viafs"), script, Some(&git));
