@@ -214,6 +214,19 @@ impl Lower {
     }
 }
 
+impl Lower {
+    /// The names in directory `rel` with their inode numbers, read from the lower's server: a
+    /// listing is never served from the lower's dentry cache, so it shows what a stale lookup
+    /// would hide.
+    pub fn list(&self, rel: &CStr) -> io::Result<Vec<(std::ffi::OsString, u64)>> {
+        use std::os::unix::fs::DirEntryExt;
+        let fd = self.open_at(rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
+            .map(|e| e.map(|e| (e.file_name(), e.ino())))
+            .collect()
+    }
+}
+
 /// `fstat` of an open fd.
 pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     let mut st = empty_stat();

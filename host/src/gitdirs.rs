@@ -99,7 +99,7 @@ impl Checkout {
     /// What HEAD of `g` resolves to, read as data (loose ref or packed-refs). Branch refs are
     /// looked up in the main git dir, never in a `commondir` the box could point elsewhere.
     pub fn head(&self, g: &GitDir) -> Result<HeadOid, RefError> {
-        GitDirRef { lower: &self.root, dir: g.rel.clone(), common: MAIN.into() }.head_oid()
+        GitDirRef { lower: &self.root, dir: g.rel.clone(), common: MAIN.into(), verified: false }.head_oid()
     }
 }
 

@@ -90,16 +90,11 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// Operation state present in a git dir now, from one listing (fresh on any share, where
+    /// a lookup per name could meet a stale entry, and cheaper than one per name).
     fn ops_present(&self, gitdir: &Path) -> Vec<String> {
-        OP_STATE
-            .iter()
-            .filter(|n| {
-                let c = cpath(&gitdir.join(n));
-                self.lower.refresh(&c);
-                self.lower.stat(&c).is_ok()
-            })
-            .map(|n| n.to_string())
-            .collect()
+        let names = self.lower.list(&cpath(gitdir)).unwrap_or_default();
+        OP_STATE.iter().filter(|n| names.iter().any(|(x, _)| x == OsStr::new(n))).map(|n| n.to_string()).collect()
     }
 
     /// True when a branch's reflog holds more than the one entry git appends while creating it:
@@ -117,9 +112,9 @@ impl<L: Layer> Core<L> {
             return;
         }
         let g = GitDirRef::open(&self.lower, gitdir.to_path_buf());
-        let head = g.head().ok().flatten();
-        let head_raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten().map(|b| trimmed(&b));
-        self.judge.tracker.note_ref(p, gitdir, "HEAD", head_raw);
+        let raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten();
+        let head = raw.as_deref().and_then(|b| Head::parse(b).ok());
+        self.judge.tracker.note_ref(p, gitdir, "HEAD", raw.map(|b| trimmed(&b)));
         let branch = match head {
             Some(Head::Symbolic(b)) => {
                 let v = match g.resolve(&b) {
@@ -131,8 +126,7 @@ impl<L: Layer> Core<L> {
             }
             _ => None,
         };
-        let ops = self.ops_present(gitdir);
-        self.judge.tracker.start(p, Start { gitdir: gitdir.into(), common: g.common.clone(), branch, ops });
+        self.judge.tracker.start(p, Start { gitdir: gitdir.into(), common: g.common.clone(), branch });
     }
 
     /// LOOKUP inside a git dir: note HEAD and refs as first seen; wait out a host-held lock.
@@ -177,6 +171,12 @@ impl<L: Layer> Core<L> {
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(None) };
         if !rel.starts_with("refs/heads/") {
+            return Ok(None);
+        }
+        // Most absent names (git's dwim probes `refs/heads/HEAD` and the like) never had a
+        // reflog: one stat answers them. A reflog is appended to, never replaced, so the
+        // share's cached entry for it is not stale.
+        if self.lower.stat(&cpath(&gitdir.join("logs").join(&rel))).is_err() {
             return Ok(None);
         }
         // A transaction in flight (git writes the reflog before renaming `<ref>.lock`, so a
@@ -383,8 +383,8 @@ impl<L: Layer> Core<L> {
         Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.clone(), heals }))
     }
 
-    /// Moves of HEAD or of the branch the command started on: refused when the other side
-    /// started an operation meanwhile, or when a leftover autostash dir is in the way.
+    /// Moves of HEAD or of the branch the command started on: refused while the other side has
+    /// an operation in progress, with its own message for a leftover autostash dir.
     fn judge_head_ops(&self, p: Proc, dir: &Path, name: &str) -> Verdict {
         let Some(start) = self.judge.tracker.start_of(p) else { return Verdict::Allow };
         let moves_head = (name == "HEAD" && dir == start.gitdir) || (dir == start.common && start.branch.as_deref() == Some(name));
@@ -397,7 +397,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let now = self.ops_present(&start.gitdir);
-        judge_ops(&start.ops, &now, &self.judge.tracker.own_ops(&start.gitdir))
+        judge_ops(&now, &self.judge.tracker.own_ops(&start.gitdir))
     }
 
     fn is_leftover_autostash(&self, dir: &Path) -> bool {
@@ -410,12 +410,8 @@ impl<L: Layer> Core<L> {
         if age < verdict::LEFTOVER_AGE_SECS {
             return false;
         }
-        let Ok(fd) = self.lower.open_at(&c, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
-        let names: Vec<_> = match std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
-            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect(),
-            Err(_) => return false,
-        };
-        names.len() == 1 && names[0] == "autostash"
+        let Ok(names) = self.lower.list(&c) else { return false };
+        names.len() == 1 && names[0].0 == "autostash"
     }
 
     /// After any rename in a git dir: operation state the box renamed into place is the box's

@@ -28,6 +28,8 @@ pub struct GitDirRef<'a> {
     pub dir: PathBuf,
     /// The common dir (`commondir`), relative to the lower root; the git dir itself when absent.
     pub common: PathBuf,
+    /// Every read checked against the lower's listing (`read_lower_verified`).
+    pub verified: bool,
 }
 
 /// Joins `rel` under `base` lexically, refusing to climb above the lower root.
@@ -56,9 +58,15 @@ pub fn cpath(p: &Path) -> CString {
 }
 
 impl<'a> GitDirRef<'a> {
-    /// A git dir at `dir`; reads `commondir` to find the common dir.
+    /// A git dir at `dir`; a linked worktree's reads `commondir` to find the common dir.
     pub fn open(lower: &'a Lower, dir: PathBuf) -> GitDirRef<'a> {
-        let mut g = GitDirRef { lower, common: dir.clone(), dir };
+        let mut g = GitDirRef { lower, common: dir.clone(), dir, verified: false };
+        // Only a linked worktree's git dir (`<common>/worktrees/<id>`) has a `commondir`: not
+        // asking the share for it elsewhere saves a round trip per judged read.
+        let linked = g.dir.parent().and_then(|p| p.file_name()).is_some_and(|n| n == "worktrees");
+        if !linked {
+            return g;
+        }
         if let Ok(Some(c)) = g.read_file(Path::new("commondir"), false) {
             let text = String::from_utf8_lossy(&c);
             let rel = Path::new(text.trim_end_matches(['\n', '\r']));
@@ -69,10 +77,20 @@ impl<'a> GitDirRef<'a> {
         g
     }
 
+    /// The same git dir, read with `read_lower_verified` from now on: for what a heal acts on.
+    pub fn verified(mut self) -> Self {
+        self.verified = true;
+        self
+    }
+
     /// Reads a file below the git dir (`common`: below the common dir); None when absent.
     pub fn read_file(&self, name: &Path, common: bool) -> std::io::Result<Option<Vec<u8>>> {
         let base = if common { &self.common } else { &self.dir };
-        read_lower(self.lower, &base.join(name))
+        if self.verified {
+            read_lower_verified(self.lower, &base.join(name))
+        } else {
+            read_lower(self.lower, &base.join(name))
+        }
     }
 }
 
@@ -83,12 +101,51 @@ pub fn read_lower(lower: &Lower, rel: &Path) -> std::io::Result<Option<Vec<u8>>>
     read_lower_c(lower, &c)
 }
 
+/// How often `read_lower_verified` looks again before it gives up.
+const VERIFY_TRIES: usize = 5;
+
+/// Reads a lower file like [`read_lower`], checked against the listing of its directory.
+///
+/// A share may answer a lookup of a name replaced moments ago with the file it replaced, or with
+/// nothing, for seconds; its directory listing is never cached. A read whose inode the listing
+/// does not show under the name (or an absence the listing contradicts) is refreshed and read
+/// again, so a stale read is never taken for the truth. Costs one listing per read: for what a
+/// heal acts on, not the hot path. Errors with EAGAIN if the share stays stale.
+pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    let c = cpath(rel);
+    let dir = cpath(rel.parent().unwrap_or(Path::new("")));
+    let name = rel.file_name().unwrap_or_default();
+    for _ in 0..VERIFY_TRIES {
+        lower.refresh(&c);
+        let opened = match lower.open_at(&c, libc::O_RDONLY, 0) {
+            Ok(fd) => Some(fd),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(e),
+        };
+        let listed = lower.list(&dir)?.into_iter().find(|(n, _)| n == name).map(|(_, ino)| ino);
+        match (opened, listed) {
+            (None, None) => return Ok(None),
+            (Some(fd), Some(ino)) if crate::lower::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd))?.st_ino == ino => {
+                return read_fd(fd).map(Some)
+            }
+            // Stale: the refresh on the next try is a forced revalidation.
+            _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{} reads stale on the share", rel.display())))
+}
+
 fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
     let fd = match lower.open_at(c, libc::O_RDONLY, 0) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) => return Err(e),
     };
+    read_fd(fd).map(Some)
+}
+
+/// Reads an open metadata file: a regular file of bounded size.
+fn read_fd(fd: std::os::fd::OwnedFd) -> std::io::Result<Vec<u8>> {
     let mut f = std::fs::File::from(fd);
     let meta = f.metadata()?;
     if !meta.is_file() {
@@ -99,7 +156,7 @@ fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
     }
     let mut buf = Vec::with_capacity(meta.len() as usize);
     f.by_ref().take(MAX_META).read_to_end(&mut buf)?;
-    Ok(Some(buf))
+    Ok(buf)
 }
 
 #[cfg(test)]

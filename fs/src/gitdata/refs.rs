@@ -69,6 +69,23 @@ fn is_refname(s: &str) -> bool {
         && s.bytes().all(|b| b > b' ' && b != 0x7f && b != b'\\')
 }
 
+impl Head {
+    /// HEAD's content: `ref: <name>` or an object id.
+    pub fn parse(bytes: &[u8]) -> Result<Head, RefError> {
+        let text = String::from_utf8_lossy(bytes);
+        let line = text.lines().next().unwrap_or("").trim();
+        if let Some(r) = line.strip_prefix("ref:") {
+            let r = r.trim();
+            if is_refname(r) {
+                return Ok(Head::Symbolic(r.to_string()));
+            }
+        } else if is_oid(line) {
+            return Ok(Head::Detached(line.to_string()));
+        }
+        Err(RefError::Malformed { path: "HEAD".into(), why: "neither `ref: <name>` nor an object id" })
+    }
+}
+
 impl GitDirRef<'_> {
     fn read(&self, name: &str, common: bool) -> Result<Option<Vec<u8>>, RefError> {
         self.read_file(Path::new(name), common)
@@ -78,17 +95,7 @@ impl GitDirRef<'_> {
     /// Reads HEAD (per git dir: a linked worktree has its own).
     pub fn head(&self) -> Result<Option<Head>, RefError> {
         let Some(bytes) = self.read("HEAD", false)? else { return Ok(None) };
-        let text = String::from_utf8_lossy(&bytes);
-        let line = text.lines().next().unwrap_or("").trim();
-        if let Some(r) = line.strip_prefix("ref:") {
-            let r = r.trim();
-            if is_refname(r) {
-                return Ok(Some(Head::Symbolic(r.to_string())));
-            }
-        } else if is_oid(line) {
-            return Ok(Some(Head::Detached(line.to_string())));
-        }
-        Err(RefError::Malformed { path: "HEAD".into(), why: "neither `ref: <name>` nor an object id" })
+        Head::parse(&bytes).map(Some)
     }
 
     /// Where `refname` stands: loose file, else packed-refs, else unborn or hidden by its reflog.

@@ -6,7 +6,8 @@
 //! lock someone else took since is never touched. Host-side locks are never recorded, so never
 //! removed.
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -39,6 +40,30 @@ pub const REAP_EVERY: Duration = Duration::from_millis(200);
 
 /// How long a dead owner's lock is looked for while its name reads as another file.
 pub const STALE_GRACE: Duration = Duration::from_secs(10);
+
+/// True when the lower's listing of the lock's directory shows `path` as inode `ino`: the
+/// truth when a lookup of the name still meets the share's stale entry.
+fn listed(lower: &Lower, path: &CStr, ino: u64) -> bool {
+    let bytes = path.to_bytes();
+    let (dir, name) = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (&b"."[..], bytes),
+    };
+    let Ok(dir) = CString::new(dir) else { return false };
+    lower.list(&dir).is_ok_and(|names| names.iter().any(|(n, i)| n.as_bytes() == name && *i == ino))
+}
+
+/// Unlinks a name; a negative entry the share just served would answer ENOENT without asking
+/// the server, so that is refreshed (now a forced revalidation) and tried once more.
+fn unlink_fresh(lower: &Lower, path: &CStr) -> std::io::Result<()> {
+    match lower.unlink(path, false) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+            lower.refresh(path);
+            lower.unlink(path, false)
+        }
+        r => r,
+    }
+}
 
 impl Locks {
     /// Records a lock the box just created.
@@ -73,23 +98,31 @@ impl Locks {
             .collect();
         let mut removed = 0;
         for (path, rec) in dead {
-            // The share may still hold a stale entry for the name: ask it again first.
+            // The share may still hold a stale entry for the name: ask it again first, and
+            // trust its listing (never cached) over a lookup that still meets a stale entry.
             lower.refresh(&path);
-            match lower.stat(&path) {
-                Ok(st) if same_file(&st, rec.dev, rec.ino) => {
+            let ours = match lower.stat(&path) {
+                Ok(st) if same_file(&st, rec.dev, rec.ino) => true,
+                _ => listed(lower, &path, rec.ino),
+            };
+            if !ours {
+                // Gone, another file under the name, or a stale answer: look again next pass.
+                if self.past_grace(&path) {
                     self.forget_dead(&path);
-                    match lower.unlink(&path, false) {
-                        Ok(()) => {
-                            removed += 1;
-                            warn!(lock = %path.to_string_lossy(), pid = rec.owner.pid, "removed a lock left by a box process that died");
-                        }
-                        Err(e) => warn!(lock = %path.to_string_lossy(), error = %e, "could not remove a dead box process's lock"),
-                    }
                 }
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && self.past_grace(&path) => self.forget_dead(&path),
-                // Another file under the name, or a stale answer: look again next pass.
-                _ if self.past_grace(&path) => self.forget_dead(&path),
-                _ => {}
+                continue;
+            }
+            match unlink_fresh(lower, &path) {
+                Ok(()) => {
+                    self.forget_dead(&path);
+                    removed += 1;
+                    warn!(lock = %path.to_string_lossy(), pid = rec.owner.pid, "removed a lock left by a box process that died");
+                }
+                Err(e) if self.past_grace(&path) => {
+                    self.forget_dead(&path);
+                    warn!(lock = %path.to_string_lossy(), error = %e, "could not remove a dead box process's lock");
+                }
+                Err(_) => {}
             }
         }
         removed

@@ -27,8 +27,6 @@ pub struct Start {
     pub common: PathBuf,
     /// HEAD's branch then (None: detached).
     pub branch: Option<String>,
-    /// Operation state present then.
-    pub ops: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -204,9 +202,9 @@ mod tests {
         assert_eq!(t.seen_ref(r, d, "refs/heads/main"), Some(Some("host-moved".into())), "not who saw another value");
         t.box_moved(p, d, "HEAD", &None, None);
         assert_eq!(t.seen_ref(p, d, "HEAD"), None, "a ref written in place is not judged for its writer");
-        let s = Start { gitdir: d.into(), common: d.into(), branch: Some("refs/heads/main".into()), ops: vec!["MERGE_HEAD".into()] };
+        let s = Start { gitdir: d.into(), common: d.into(), branch: Some("refs/heads/main".into()) };
         t.start(p, s.clone());
-        t.start(p, Start { ops: vec![], ..s.clone() });
+        t.start(p, Start { branch: None, ..s.clone() });
         assert_eq!(t.start_of(p), Some(s), "the first start stays");
     }
 }

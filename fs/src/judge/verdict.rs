@@ -59,20 +59,24 @@ fn show(v: &Option<String>) -> String {
     }
 }
 
-/// The operation-state names whose appearance stops a box HEAD move.
-pub const OP_STATE: &[&str] = &["rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "BISECT_LOG"];
+/// The operation-state names that stop a box HEAD move unless the box made them.
+/// `sequencer` is a multi-commit cherry-pick or revert between its steps.
+pub const OP_STATE: &[&str] =
+    &["rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "BISECT_LOG", "sequencer"];
 
-/// Judges a move of HEAD or the checked-out branch against operation state: `at_start` are the
-/// names present when the command started, `now` those present now, `own` those the box made.
-pub fn judge_ops(at_start: &[String], now: &[String], own: &[String]) -> Verdict {
-    for n in now {
-        if !at_start.contains(n) && !own.contains(n) {
-            return Verdict::Refuse(format!(
-                "refused to move HEAD: the other side started an operation ({n} appeared) while this command ran; nothing was changed, run it again once that operation is done"
-            ));
-        }
+/// Judges a move of HEAD or the checked-out branch against operation state: `now` are the
+/// names present under the lock, `own` those the box made.
+///
+/// Any operation of the other side refuses the move, present at the start or not: a box commit
+/// made during a host rebase lands on the rebase's detached HEAD and is lost when the host
+/// aborts or finishes it.
+pub fn judge_ops(now: &[String], own: &[String]) -> Verdict {
+    match now.iter().find(|n| !own.contains(n)) {
+        Some(n) => Verdict::Refuse(format!(
+            "refused to move HEAD: the other side has an operation in progress ({n} is present); nothing was changed, run the command again once that operation is done"
+        )),
+        None => Verdict::Allow,
     }
-    Verdict::Allow
 }
 
 /// A rebase dir that holds only `autostash` and is older than this is a leftover.
@@ -111,12 +115,12 @@ mod tests {
     }
 
     #[test]
-    fn new_operations_stop_head_moves_but_own_and_old_ones_do_not() {
+    fn operations_of_the_other_side_stop_head_moves_but_own_ones_do_not() {
         let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(judge_ops(&v(&[]), &v(&[]), &v(&[])), Verdict::Allow);
-        assert!(matches!(judge_ops(&v(&[]), &v(&["rebase-merge"]), &v(&[])), Verdict::Refuse(_)));
-        assert_eq!(judge_ops(&v(&["MERGE_HEAD"]), &v(&["MERGE_HEAD"]), &v(&[])), Verdict::Allow);
-        assert_eq!(judge_ops(&v(&[]), &v(&["rebase-merge"]), &v(&["rebase-merge"])), Verdict::Allow);
+        assert_eq!(judge_ops(&v(&[]), &v(&[])), Verdict::Allow);
+        assert!(matches!(judge_ops(&v(&["rebase-merge"]), &v(&[])), Verdict::Refuse(m) if m.contains("rebase-merge")));
+        assert!(matches!(judge_ops(&v(&["MERGE_HEAD", "sequencer"]), &v(&["MERGE_HEAD"])), Verdict::Refuse(m) if m.contains("sequencer")));
+        assert_eq!(judge_ops(&v(&["rebase-merge"]), &v(&["rebase-merge"])), Verdict::Allow);
         assert!(matches!(leftover_autostash("rebase-merge"), Verdict::Refuse(m) if m.contains("git stash store")));
     }
 }

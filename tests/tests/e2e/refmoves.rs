@@ -229,11 +229,12 @@ fn host_merge_started_meanwhile_refuses() {
 }
 
 #[test]
-fn operation_present_at_start_or_just_finished_does_not_refuse() {
+fn operation_present_at_start_refuses_until_it_finishes() {
     let env = Env::new("ref-op-old", &[]);
     let r = env.host_repo("repo", FILES);
     write(&r.h(".git/rebase-merge/head-name"), "refs/heads/main\n");
-    // Present at start, still present at the move.
+    // Present at start, still present at the move: a box commit would land on the host's
+    // rebase and be lost when the host finishes or aborts it.
     let c1 = env.host_rev(&r, "HEAD");
     let v1 = child_of(&env, &r, &c1, "box move 1");
     let mut child = Child::spawn(&r.b(".git"), &start_script(&[], &[(MAIN, &v1)]));
@@ -241,13 +242,18 @@ fn operation_present_at_start_or_just_finished_does_not_refuse() {
     child.signal("go");
     let report = child.finish();
     assert!(
-        report.contains("move refs/heads/main ok"),
-        "an operation present at the start held the box back:\n{report}\n{}",
+        report.contains("move refs/heads/main EBUSY"),
+        "a host rebase in progress at the start did not hold the box back:\n{report}\n{}",
         env.log()
     );
+    assert_eq!(env.host_rev(&r, "main"), c1);
+    let log = env.log();
+    assert!(
+        lines_with(&log, "operation in progress").iter().any(|l| l.contains("rebase-merge")),
+        "the refusal should name rebase-merge:\n{log}"
+    );
     // Present at start, finished (removed) before the move.
-    let v2 = child_of(&env, &r, &v1, "box move 2");
-    let mut child = Child::spawn(&r.b(".git"), &start_script(&[], &[(MAIN, &v2)]));
+    let mut child = Child::spawn(&r.b(".git"), &start_script(&[], &[(MAIN, &v1)]));
     child.wait_for("ready");
     std::fs::remove_dir_all(r.h(".git/rebase-merge")).expect("the host's rebase finishes");
     child.signal("go");
@@ -257,7 +263,7 @@ fn operation_present_at_start_or_just_finished_does_not_refuse() {
         "an operation that just finished held the box back:\n{report}\n{}",
         env.log()
     );
-    assert_eq!(env.host_rev(&r, "main"), v2);
+    assert_eq!(env.host_rev(&r, "main"), v1);
     env.finish();
 }
 
@@ -266,18 +272,24 @@ fn leftover_autostash_refuses_and_names_the_recovery() {
     let env = Env::new("ref-autostash", &[]);
     let r = env.host_repo("repo", FILES);
     let c1 = env.host_rev(&r, "HEAD");
-    // A fresh autostash-only dir (a rebase just starting) is not a leftover.
+    // A fresh autostash-only dir is a host pull just starting its rebase: in progress, not a
+    // leftover, so refused without the recovery text.
     write(&r.h(".git/rebase-merge/autostash"), &format!("{c1}\n"));
     let v = child_of(&env, &r, &c1, "box move");
     let mut child = Child::spawn(&r.b(".git"), &start_script(&[], &[(MAIN, &v)]));
     child.wait_for("ready");
     child.signal("go");
     let report = child.finish();
+    assert!(report.contains("move refs/heads/main EBUSY"), "a pull starting its rebase did not hold the box back:\n{report}");
+    let log = env.log();
     assert!(
-        report.contains("move refs/heads/main ok"),
-        "a fresh autostash dir (present at start) refused the move:\n{report}\n{}",
-        env.log()
+        lines_with(&log, "operation in progress").iter().any(|l| l.contains("rebase-merge")),
+        "a fresh autostash dir should read as an operation in progress:\n{log}"
     );
+    assert!(!log.contains("git stash store"), "a fresh autostash dir is not a leftover:\n{log}");
+    assert_eq!(env.host_rev(&r, "main"), c1);
+    // The host moves main itself meanwhile (its pull landed); the next box move builds on it.
+    env.host(&r, &["update-ref", "refs/heads/main", &v]);
     // 60 s old: a leftover of a failed `pull --rebase --autostash`.
     crate::hostbox::age(&r.h(".git/rebase-merge/autostash"));
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64 - 60;
