@@ -104,9 +104,10 @@ impl Checkout {
 }
 
 /// Names of a host operation in progress in a git dir; seamd does not install meanwhile.
-pub const OPERATIONS: [&str; 6] = ["rebase-merge", "rebase-apply", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "sequencer"];
+/// The same list seamfs judges box HEAD moves by, so both sides agree on "in progress".
+pub const OPERATIONS: &[&str] = seamfs::judge::verdict::OP_STATE;
 
 /// The first operation in progress in `g`, if any.
 pub fn operation_in_progress(g: &GitDir) -> Option<&'static str> {
-    OPERATIONS.into_iter().find(|n| matches!(fsx::lstat(&g.dir, Path::new(n)), Ok(Some(_))))
+    OPERATIONS.iter().copied().find(|n| matches!(fsx::lstat(&g.dir, Path::new(n)), Ok(Some(_))))
 }
