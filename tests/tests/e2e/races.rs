@@ -187,11 +187,9 @@ fn config_writes_from_both_sides_keep_every_key() {
 
 /// Host `pull --rebase --autostash` racing box commits: no work lost through seamfs. The
 /// control loses box commits or host lines in some runs and not in others at this length:
-/// printed, not asserted. KNOWN TO FAIL at times (open, issue 4): the full-size run lost the
-/// work of 2 box commits of 603 through seamfs, and a box write into a directory the host's
-/// rebase had just removed failed the run once. Ignored until the autostash race is fixed.
+/// printed, not asserted. Box commits made while the host's rebase is in progress are refused
+/// (they used to land on the rebase's detached HEAD and be lost when it ended).
 #[test]
-#[ignore = "known failure (issue 4): work lost in the autostash race at times (see the comment)"]
 fn autostash_pull_vs_box_commits() {
     let r = race("autostash", &["--duration", "15"]);
     r.seamfs_zero(&["work_lost", "fsck_problems"]);
