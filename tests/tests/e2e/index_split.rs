@@ -628,3 +628,24 @@ fn host_stat_data_is_kept_across_a_box_commit() {
     assert!(status(&env.git, &r.host).is_empty(), "host status after the box commit");
     env.finish();
 }
+
+#[test]
+fn commit_messages_are_per_side() {
+    let env = Env::new("split-editmsg", &[]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.h("h.txt"), "h\n");
+    env.host(&r, &["add", "h.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host message"]);
+    write(&r.b("b2.txt"), "b2\n");
+    env.boxed(&r, &["add", "b2.txt"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box message"]);
+    // git writes COMMIT_EDITMSG in place: each side keeps its own, so two commits at once never
+    // swap messages.
+    assert_eq!(std::fs::read_to_string(r.h(".git/COMMIT_EDITMSG")).expect("host message file"), "host message\n");
+    assert_eq!(std::fs::read_to_string(r.b(".git/COMMIT_EDITMSG")).expect("box message file"), "box message\n");
+    assert_eq!(std::fs::read_to_string(r.h(".git/COMMIT_EDITMSG-box")).expect("lower name"), "box message\n");
+    let listed: Vec<String> = std::fs::read_dir(r.b(".git")).expect("list .git").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(listed.iter().filter(|n| n.starts_with("COMMIT_EDITMSG")).collect::<Vec<_>>(), vec!["COMMIT_EDITMSG"], "the box lists only its own");
+    assert_eq!(env.host(&r, &["log", "-2", "--format=%s"]), "box message\nhost message\n");
+    env.finish();
+}
