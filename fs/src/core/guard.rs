@@ -204,12 +204,19 @@ impl<L: Layer> Core<L> {
         Err(Errno::EIO)
     }
 
-    /// Before the box creates `refs/heads/<b>.lock`: a branch that reads absent while its
+    /// Before the box creates its index lock: the reverse heal. Before it creates
+    /// `refs/heads/<b>.lock`: a branch that reads absent while its
     /// reflog holds history is looked up again (bounded); if it stays hidden the lock is refused,
     /// so git stops before it appends a root commit to that reflog.
     pub(crate) fn guard_lock_create(&self, parent: u64, child: &Child<'_>) -> Result<(), Errno> {
         if !self.layer.guards() {
             return Ok(());
+        }
+        if self.layer.index_split() && *child.lower == *crate::index::names::INDEX_BOX_LOCK {
+            // Git takes the index lock before it reads the index: a reverse heal put off until
+            // the read would meet the lock and skip, and the box would commit its stale index
+            // over a host move (reverting the host's files). Heal first.
+            return self.seed_index(parent);
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(()) };
         let Some(name) = rel.strip_suffix(".lock").filter(|n| n.starts_with("refs/heads/")) else { return Ok(()) };
