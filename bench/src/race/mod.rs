@@ -20,6 +20,7 @@ pub mod clients;
 pub mod config;
 pub mod figures;
 pub mod host_commits;
+pub mod ide;
 pub mod index_poller;
 pub mod kill9;
 pub mod repo;
@@ -78,12 +79,22 @@ pub enum Scenario {
     Autostash,
     /// libgit2 and gitoxide stage and commit in the box.
     Clients,
+    /// The host as an IDE (`git add -A`, `git status` every 200 ms, a commit every second) while
+    /// the box commits.
+    Ide,
 }
 
 impl Scenario {
     /// Every scenario, in the order `race all` would run them.
-    pub const ALL: [Scenario; 6] =
-        [Scenario::IndexPoller, Scenario::HostCommits, Scenario::Kill9, Scenario::Config, Scenario::Autostash, Scenario::Clients];
+    pub const ALL: [Scenario; 7] = [
+        Scenario::IndexPoller,
+        Scenario::HostCommits,
+        Scenario::Kill9,
+        Scenario::Config,
+        Scenario::Autostash,
+        Scenario::Clients,
+        Scenario::Ide,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -94,6 +105,7 @@ impl Scenario {
             Scenario::Config => "config",
             Scenario::Autostash => "autostash",
             Scenario::Clients => "clients",
+            Scenario::Ide => "ide",
         }
     }
 }
@@ -105,7 +117,7 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.name() == s)
-            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients"))
+            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients, ide"))
     }
 }
 
@@ -238,6 +250,7 @@ fn run_target(
         Scenario::Config => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, _| config::run(r, p)),
         Scenario::Autostash => staged(root, logs, target, share, autostash::prepare, |r, s| autostash::run(r, s, p)),
         Scenario::Clients => staged(root, logs, target, share, |h, _| clients::prepare(h), |r, s| clients::run(r, s)),
+        Scenario::Ide => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| ide::run(r, s, p)),
     }
 }
 
