@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, draw, git_run, write_file, Cadence, Ran, Tally};
-use super::check::{blob_texts, changes, fsck_problems, reachable, reflog, tree_blobs, PathChange};
+use super::check::{blob_texts, changes, fsck_problems, parents, reachable, reflog, tree_blobs, PathChange};
 use super::figures::Figures;
 use super::repo::Seed;
 use super::rig::Rig;
@@ -204,29 +204,51 @@ fn step(old: Option<usize>, new: Option<usize>, removed: Option<Instant>, at: In
 }
 
 /// One move of the branch, as its reflog records it: the commit it moved to, who made it, and
-/// the value it really replaced (the previous entry's new value: a git that read the branch
-/// stale names an older one, and its move undoes what lay between).
+/// the value it really replaced (the branch's value before it, from the entries before: a git
+/// that read the branch stale names an older one, and its move undoes what lay between).
 struct Move<'a> {
     made: &'a Made,
     host: bool,
     replaced: String,
+    /// The commit's first parent: the replaced value, unless the mover read the branch stale.
+    parent: Option<String>,
 }
 
-/// The branch's moves to a commit either side made, in order.
-fn moves<'a>(gitdir: &Path, host: &'a [Made], agent: &'a [Made]) -> Result<Vec<Move<'a>>, LabError> {
+impl Move<'_> {
+    /// A move from a stale read of the branch: it undoes the commits between.
+    fn rewinds(&self) -> bool {
+        self.parent.as_deref() != Some(self.replaced.as_str())
+    }
+}
+
+/// The branch's moves to a commit either side made, in order, and how many reflog entries name
+/// a commit neither side made: git logs a move before it renames the ref's lock into place, so a
+/// rename that fails (seamfs refusing a box move) leaves an entry for a move that never was.
+fn moves<'a>(host_dir: &Path, seed: &Seed, host: &'a [Made], agent: &'a [Made]) -> Result<(Vec<Move<'a>>, u64), LabError> {
     let by_id: HashMap<&str, (&Made, bool)> = host
         .iter()
         .map(|m| (m.id.as_str(), (m, true)))
         .chain(agent.iter().map(|m| (m.id.as_str(), (m, false))))
         .collect();
-    let log = reflog(gitdir, "refs/heads/main")?;
-    Ok(log
-        .windows(2)
-        .filter_map(|w| {
-            let (made, host) = by_id.get(w[1].1.as_str()).copied()?;
-            Some(Move { made, host, replaced: w[0].1.clone() })
-        })
-        .collect())
+    let log = reflog(&host_dir.join(".git"), "refs/heads/main")?;
+    let ids: Vec<String> = log.iter().map(|(_, new)| new.clone()).collect();
+    let parents = parents(host_dir, &ids)?;
+    let (mut out, mut phantom) = (Vec::new(), 0);
+    let mut branch: Option<&str> = None;
+    for (_, new) in &log {
+        match by_id.get(new.as_str()).copied() {
+            Some((made, host)) => {
+                if let Some(replaced) = branch {
+                    let parent = parents.get(new).and_then(|p| p.first().cloned());
+                    out.push(Move { made, host, replaced: replaced.to_string(), parent });
+                }
+                branch = Some(new);
+            }
+            None if *new == seed.initial => branch = Some(new),
+            None => phantom += 1,
+        }
+    }
+    Ok((out, phantom))
 }
 
 /// What one side's moves of the branch did to the other side's files.
@@ -268,7 +290,12 @@ impl Crossings {
             let side = if m.host { "host" } else { "box" };
             let more = if back.len() > 4 { format!(" (+{} more)", back.len() - 4) } else { String::new() };
             let shown = back[..back.len().min(4)].join(", ");
-            self.samples.push(format!("{side} commit {} (replacing {}) took back {shown}{more}", m.made.id, m.replaced));
+            let on = if m.rewinds() {
+                format!("on {} while the branch was at {}", m.parent.as_deref().unwrap_or("no parent"), m.replaced)
+            } else {
+                format!("on the branch's {}", m.replaced)
+            };
+            self.samples.push(format!("{side} commit {} ({on}) took back {shown}{more}", m.made.id));
         }
     }
 }
@@ -318,7 +345,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let h = host?;
     let a = boxed?;
 
-    let moves = moves(&rig.gitdir(), &h.made, &a.made)?;
+    let (moves, phantom) = moves(&rig.host, seed, &h.made, &a.made)?;
     let pairs: Vec<(String, String)> = moves.iter().map(|m| (m.made.id.clone(), m.replaced.clone())).collect();
     let changes = changes(&rig.host, &pairs)?;
     let blobs: Vec<String> =
@@ -339,6 +366,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
             box_x.judge(m, &theirs, &lines, &HashMap::new());
         }
     }
+    let rewinds = |host: bool| moves.iter().filter(|m| m.host == host && m.rewinds()).count() as u64;
     let (behind, behind_paths) = behind_in_head(&rig.host, &a, host_lines, seed)?;
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
     let host_lost = h.made.iter().filter(|m| !on_branch.contains(&m.id)).count() as u64;
@@ -349,6 +377,8 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.count("host_reverting_box", "host commits reverting box files", host_x.reverting);
     f.count("box_reverting_host", "box commits reverting host files", box_x.reverting);
     f.count("paths_reverted", "paths taken back (all commits)", host_x.paths_back + box_x.paths_back);
+    f.count("box_rewinds", "box moves from a stale branch (rewinds)", rewinds(false));
+    f.count("host_rewinds", "host moves from a stale branch (rewinds)", rewinds(true));
     f.zero("host_commits_with_box_changes", "host commits holding box changes", host_x.touching);
     f.zero("box_commits_with_host_changes", "box commits holding host changes", box_x.touching);
     f.zero("files_behind_head", "files behind their last commit in HEAD", behind);
@@ -363,6 +393,9 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.ms("host_commit_p50_ms", "host commit p50", h.commits.percentile_ms(50.0));
     for s in host_x.samples.iter().chain(&box_x.samples) {
         f.note(s.clone());
+    }
+    if phantom > 0 {
+        f.note(format!("{phantom} reflog entries name a commit neither side made (a move git logged, then failed to make)"));
     }
     if !behind_paths.is_empty() {
         let more = if behind_paths.len() > 5 { format!(" (+{} more)", behind_paths.len() - 5) } else { String::new() };
