@@ -137,7 +137,8 @@ struct RaceArgs {
     /// Print machine-readable results (JSON) instead of a table.
     #[arg(long)]
     json: bool,
-    /// Keep the share's, seamfs's and seamd's logs in this directory.
+    /// Keep the share's, seamfs's and seamd's logs in this directory (and a copy of the backing
+    /// repository of a run that broke an invariant).
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Do not run seamd (the host daemon that installs deferred heals) for the seamfs target.

@@ -265,10 +265,14 @@ fn staged<S>(
     let (rig, setup) = Rig::new(root, logs, target, share, prepare)?;
     let result = body(&rig, &setup);
     let result = result.map(|mut f| {
+        if f.violations().is_empty() {
+            return f;
+        }
         if let Some(log) = &rig.seamfs_log {
-            if !f.violations().is_empty() {
-                f.note(format!("seamfs log {} ends:\n{}", log.display(), rig.seamfs_log_tail(30)));
-            }
+            f.note(format!("seamfs log {} ends:\n{}", log.display(), rig.seamfs_log_tail(30)));
+        }
+        if logs != root {
+            f.note(keep_repo(&rig.host, &logs.join("repo")));
         }
         f
     });
@@ -276,4 +280,15 @@ fn staged<S>(
     let figures = result?;
     down?;
     Ok(figures)
+}
+
+/// Copies the backing repository of a run that broke an invariant beside its logs (`--log-dir`),
+/// so what went wrong can be read after the run's temp dir is gone; says where, or why not.
+fn keep_repo(host: &Path, to: &Path) -> String {
+    let copied = std::process::Command::new("cp").arg("-a").arg(host).arg(to).status();
+    match copied {
+        Ok(s) if s.success() => format!("backing repository kept in {}", to.display()),
+        Ok(s) => format!("could not keep the backing repository in {}: cp {s}", to.display()),
+        Err(e) => format!("could not keep the backing repository in {}: {e}", to.display()),
+    }
 }
