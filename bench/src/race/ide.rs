@@ -111,10 +111,10 @@ fn host_ide(host: &Path, stop: &AtomicBool) -> Result<Ide, LabError> {
     Ok(ide)
 }
 
-/// The box's files as it last wrote them in the work tree.
+/// What the box did: its commits (a refused add counts as a commit not landed), and its files as
+/// it last wrote them in the work tree.
 #[derive(Debug, Default)]
 struct Agent {
-    adds: Tally,
     commits: Tally,
     made: Vec<Made>,
     /// Lines in each live file.
@@ -166,7 +166,6 @@ fn box_agent(dir: &Path, n: usize, seed: u64) -> Result<Agent, LabError> {
         std::thread::sleep(EDIT_PAUSE);
         let snapshot = a.lines.clone();
         let add = git_run(dir, &["add", "-A", "--", BOX_DIR])?;
-        a.adds.record_ran(&add);
         if !add.ok {
             a.commits.record(false, add.elapsed, || add.why());
             continue;
