@@ -110,7 +110,7 @@ enum TargetArg {
 
 #[derive(clap::Args, Debug)]
 struct RaceArgs {
-    /// index-poller, host-commits, kill9, config, autostash or clients.
+    /// index-poller, host-commits, kill9, config, autostash, clients or ide.
     scenario: seam_lab::race::Scenario,
     /// Which box to run the actors through.
     #[arg(long, value_enum, default_value_t = TargetArg::Both)]
@@ -119,7 +119,7 @@ struct RaceArgs {
     #[arg(long)]
     duration: Option<f64>,
     /// Operation count of count-bound scenarios (index-poller 500 commits, kill9 200 attempts,
-    /// config 1000 keys per side).
+    /// config 1000 keys per side, ide 200 box commits).
     #[arg(long)]
     ops: Option<usize>,
     /// The share's entry/attr/negative TTL in seconds (Lima vz: 1; libkrun: 5).
@@ -137,7 +137,8 @@ struct RaceArgs {
     /// Print machine-readable results (JSON) instead of a table.
     #[arg(long)]
     json: bool,
-    /// Keep the share's, seamfs's and seamd's logs in this directory.
+    /// Keep the share's, seamfs's and seamd's logs in this directory (and a copy of the backing
+    /// repository of a run that broke an invariant).
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Do not run seamd (the host daemon that installs deferred heals) for the seamfs target.

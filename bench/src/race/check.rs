@@ -126,3 +126,99 @@ pub fn subjects(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
 pub fn tree_paths(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
     Ok(git(host, &["ls-tree", "-r", "--name-only", rev])?.lines().map(str::to_string).collect())
 }
+
+/// One path a move of a ref changed: the blob ids before and after (`None` where the path is
+/// absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    /// The path.
+    pub path: String,
+    /// The blob before the move.
+    pub old: Option<String>,
+    /// The blob after it.
+    pub new: Option<String>,
+}
+
+/// What each move changed: `(new, old)` pairs of commits, diffed old to new (`git diff-tree
+/// --stdin -r`, no rename detection); one list per pair, in order.
+pub fn changes(host: &Path, moves: &[(String, String)]) -> Result<Vec<Vec<PathChange>>, LabError> {
+    if moves.is_empty() {
+        return Ok(Vec::new());
+    }
+    let input: String = moves.iter().map(|(new, old)| format!("{new} {old}\n")).collect();
+    let args = ["diff-tree", "--stdin", "--always", "-r", "--no-renames", "--no-abbrev", "--raw"];
+    let raw = git_stdin(host, &args, &input)?;
+    let mut out: Vec<Vec<PathChange>> = Vec::with_capacity(moves.len());
+    for line in raw.lines() {
+        // `--always`: a line naming the commit starts each pair's answer, then
+        // `:100644 100644 <old> <new> M\t<path>` per path.
+        let Some(meta) = line.strip_prefix(':') else {
+            out.push(Vec::new());
+            continue;
+        };
+        let (Some(list), Some((fields, path))) = (out.last_mut(), meta.split_once('\t')) else { continue };
+        let f: Vec<&str> = fields.split(' ').collect();
+        if f.len() < 4 {
+            continue;
+        }
+        let blob = |s: &str| (!s.chars().all(|c| c == '0')).then(|| s.to_string());
+        list.push(PathChange { path: path.to_string(), old: blob(f[2]), new: blob(f[3]) });
+    }
+    if out.len() != moves.len() {
+        return Err(LabError::new("parse git diff-tree --stdin", host, format!("{} answers to {} pairs", out.len(), moves.len())));
+    }
+    Ok(out)
+}
+
+/// The moves a ref's reflog (`<gitdir>/logs/<refname>`) records, oldest first, as (old, new).
+/// The old value is what the mover's git read, which a stale view gets wrong: the previous
+/// entry's new value is what it really replaced.
+pub fn reflog(gitdir: &Path, refname: &str) -> Result<Vec<(String, String)>, LabError> {
+    let path = gitdir.join("logs").join(refname);
+    let text = std::fs::read_to_string(&path).map_err(|e| LabError::new("read reflog", &path, e))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            Some((it.next()?.to_string(), it.next()?.to_string()))
+        })
+        .collect())
+}
+
+/// The text of each blob in `blobs` (`git cat-file --batch`); missing ones are left out. Meant
+/// for the lab's small text files.
+pub fn blob_texts(host: &Path, blobs: &[String]) -> Result<HashMap<String, String>, LabError> {
+    let mut out = HashMap::new();
+    if blobs.is_empty() {
+        return Ok(out);
+    }
+    let raw = git_stdin(host, &["cat-file", "--batch"], &(blobs.join("\n") + "\n"))?;
+    let mut rest = raw.as_str();
+    // Each answer: `<oid> blob <size>\n<size bytes>\n`, or `<oid> missing\n`.
+    while let Some((header, after)) = rest.split_once('\n') {
+        let h: Vec<&str> = header.split(' ').collect();
+        match h.as_slice() {
+            [oid, _, size] => {
+                let n: usize = size.parse().map_err(|e| LabError::new("parse git cat-file --batch", host, e))?;
+                let text = after.get(..n).ok_or_else(|| LabError::new("parse git cat-file --batch", host, "short blob"))?;
+                out.insert(oid.to_string(), text.to_string());
+                rest = after.get(n + 1..).unwrap_or("");
+            }
+            _ => rest = after,
+        }
+    }
+    Ok(out)
+}
+
+/// Every path in `rev`'s tree with its blob id.
+pub fn tree_blobs(host: &Path, rev: &str) -> Result<HashMap<String, String>, LabError> {
+    let listing = git(host, &["ls-tree", "-r", "--full-tree", rev])?;
+    Ok(listing
+        .lines()
+        .filter_map(|l| {
+            // `<mode> blob <oid>\t<path>`
+            let (meta, path) = l.split_once('\t')?;
+            Some((path.to_string(), meta.split(' ').nth(2)?.to_string()))
+        })
+        .collect())
+}

@@ -20,6 +20,7 @@ pub mod clients;
 pub mod config;
 pub mod figures;
 pub mod host_commits;
+pub mod ide;
 pub mod index_poller;
 pub mod kill9;
 pub mod repo;
@@ -78,12 +79,22 @@ pub enum Scenario {
     Autostash,
     /// libgit2 and gitoxide stage and commit in the box.
     Clients,
+    /// The host as an IDE (`git add -A`, `git status` every 200 ms, a commit every second) while
+    /// the box commits.
+    Ide,
 }
 
 impl Scenario {
     /// Every scenario, in the order `race all` would run them.
-    pub const ALL: [Scenario; 6] =
-        [Scenario::IndexPoller, Scenario::HostCommits, Scenario::Kill9, Scenario::Config, Scenario::Autostash, Scenario::Clients];
+    pub const ALL: [Scenario; 7] = [
+        Scenario::IndexPoller,
+        Scenario::HostCommits,
+        Scenario::Kill9,
+        Scenario::Config,
+        Scenario::Autostash,
+        Scenario::Clients,
+        Scenario::Ide,
+    ];
 
     /// The command-line name.
     pub fn name(self) -> &'static str {
@@ -94,6 +105,7 @@ impl Scenario {
             Scenario::Config => "config",
             Scenario::Autostash => "autostash",
             Scenario::Clients => "clients",
+            Scenario::Ide => "ide",
         }
     }
 }
@@ -105,7 +117,7 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.name() == s)
-            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients"))
+            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients, ide"))
     }
 }
 
@@ -238,6 +250,7 @@ fn run_target(
         Scenario::Config => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, _| config::run(r, p)),
         Scenario::Autostash => staged(root, logs, target, share, autostash::prepare, |r, s| autostash::run(r, s, p)),
         Scenario::Clients => staged(root, logs, target, share, |h, _| clients::prepare(h), |r, s| clients::run(r, s)),
+        Scenario::Ide => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| ide::run(r, s, p)),
     }
 }
 
@@ -252,10 +265,14 @@ fn staged<S>(
     let (rig, setup) = Rig::new(root, logs, target, share, prepare)?;
     let result = body(&rig, &setup);
     let result = result.map(|mut f| {
+        if f.violations().is_empty() {
+            return f;
+        }
         if let Some(log) = &rig.seamfs_log {
-            if !f.violations().is_empty() {
-                f.note(format!("seamfs log {} ends:\n{}", log.display(), rig.seamfs_log_tail(30)));
-            }
+            f.note(format!("seamfs log {} ends:\n{}", log.display(), rig.seamfs_log_tail(30)));
+        }
+        if logs != root {
+            f.note(keep_repo(&rig.host, &logs.join("repo")));
         }
         f
     });
@@ -263,4 +280,15 @@ fn staged<S>(
     let figures = result?;
     down?;
     Ok(figures)
+}
+
+/// Copies the backing repository of a run that broke an invariant beside its logs (`--log-dir`),
+/// so what went wrong can be read after the run's temp dir is gone; says where, or why not.
+fn keep_repo(host: &Path, to: &Path) -> String {
+    let copied = std::process::Command::new("cp").arg("-a").arg(host).arg(to).status();
+    match copied {
+        Ok(s) if s.success() => format!("backing repository kept in {}", to.display()),
+        Ok(s) => format!("could not keep the backing repository in {}: cp {s}", to.display()),
+        Err(e) => format!("could not keep the backing repository in {}: {e}", to.display()),
+    }
 }

@@ -214,6 +214,43 @@ fn libgit2_and_gitoxide_in_the_box() {
     r.control_fails("shared_index_unchanged");
 }
 
+/// The host as an IDE (`git add -A` outside `box/` and `git status` every 200 ms, a commit of
+/// `host.txt` every second) while the box makes 40 commits: through seamfs no move of the branch
+/// takes back a file of the other side (a host commit from a shared index the box's commit left
+/// stale would delete or rewind the box's files), each side's commits hold only its own files,
+/// and every file is in the final HEAD at its last committed revision. On the control the box's
+/// stale view of the branch rewinds it over the host's commits, which takes `host.txt` back
+/// (reliably: the box renames the branch and the index itself every ~150 ms, so its entries never
+/// expire and it never sees a host commit; 3 to 7 reverting commits in six runs of this size).
+/// The control never shows a host commit reverting box files: with one index, the box writes its
+/// staging into the shared index before it moves the branch, so that direction is seamfs's alone
+/// (its split index); its figure is printed. Through seamfs a box commit has been seen to take a
+/// host change back at full size (docs/lab.md, bug 6: 2 of 181 in one run), not in five runs of
+/// this size; if this test fails on `reverting_commits` with a note `box commit … took back
+/// host.txt`, it is that bug.
+#[test]
+fn ide_polls_and_commits_vs_box_commits() {
+    let r = race("ide", &["--ops", "40"]);
+    r.seamfs_zero(&IDE_INVARIANTS);
+    assert!(r.landed("seamfs", "box_commits").0 > 0 && r.landed("seamfs", "host_commits").0 > 0, "one side made no progress through seamfs");
+    eprintln!(
+        "  host commits reverting box files: control {}, seamfs {}",
+        r.count("control", "host_reverting_box"),
+        r.count("seamfs", "host_reverting_box")
+    );
+    r.control_fails("reverting_commits");
+}
+
+/// The `ide` race's invariants.
+const IDE_INVARIANTS: [&str; 6] = [
+    "reverting_commits",
+    "host_commits_with_box_changes",
+    "box_commits_with_host_changes",
+    "files_behind_head",
+    "host_commits_lost",
+    "fsck_problems",
+];
+
 /// With the share's faults (a replaced name read old, or missing, for up to 1 s) the same
 /// invariants hold through seamfs, and the control still fails (host commits and config keys:
 /// reliably; kill9 at 20 attempts: printed).
@@ -282,4 +319,14 @@ fn full_config() {
 fn full_autostash() {
     let r = race("autostash", &[]);
     r.seamfs_zero(&["work_lost", "fsck_problems"]);
+}
+
+/// KNOWN TO FAIL at times (docs/lab.md, bug 6): a box commit on a fresh host commit takes the
+/// host's change back (2 of 181 box commits in one of three full-size runs).
+#[test]
+#[ignore = "full size: about 2 minutes; fails at times (bug 6 in docs/lab.md)"]
+fn full_ide() {
+    let r = race("ide", &[]);
+    r.seamfs_zero(&IDE_INVARIANTS);
+    r.control_fails("reverting_commits");
 }
