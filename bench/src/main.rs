@@ -122,6 +122,10 @@ struct RaceArgs {
     /// config 1000 keys per side, ide 200 box commits).
     #[arg(long)]
     ops: Option<usize>,
+    /// How often the host commits in host-commits, in ms (default 100; the anchor measured its
+    /// land rate at one host commit a second).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    host_period_ms: Option<u64>,
     /// The share's entry/attr/negative TTL in seconds (Lima vz: 1; libkrun: 5).
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
@@ -245,6 +249,7 @@ fn run_race(a: RaceArgs) -> i32 {
         targets,
         duration,
         ops: a.ops,
+        host_period: a.host_period_ms.map(std::time::Duration::from_millis),
         ttl: a.ttl,
         fault: a.fault.zip(a.window),
         seed: a.seed,

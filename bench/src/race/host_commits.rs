@@ -68,9 +68,9 @@ impl NothingToCommit {
     }
 }
 
-fn host_committer(host: &Path, until: Instant) -> Result<HostSide, LabError> {
+fn host_committer(host: &Path, until: Instant, period: Duration) -> Result<HostSide, LabError> {
     let mut h = HostSide::default();
-    let mut tick = Cadence::new(HOST_PERIOD);
+    let mut tick = Cadence::new(period);
     let mut n = 0usize;
     while Instant::now() < until {
         tick.wait();
@@ -160,7 +160,7 @@ fn box_looper(dir: &Path, until: Instant) -> Result<BoxSide, LabError> {
 pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let until = Instant::now() + p.duration_or(DEFAULT_SECS);
     let (host, boxed) = std::thread::scope(|s| {
-        let host = s.spawn(|| host_committer(&rig.host, until));
+        let host = s.spawn(|| host_committer(&rig.host, until, p.host_period.unwrap_or(HOST_PERIOD)));
         let boxed = box_looper(&rig.box_dir, until);
         let host = host.join().unwrap_or_else(|_| Err(LabError::new("join host committer", &rig.host, "panicked")));
         (host, boxed)

@@ -132,6 +132,8 @@ pub struct RaceOptions {
     pub duration: Option<Duration>,
     /// Operation count of count-bound scenarios (None: the scenario's default).
     pub ops: Option<usize>,
+    /// The host's commit period in host-commits (None: the scenario's default).
+    pub host_period: Option<Duration>,
     /// The share's TTLs, seconds.
     pub ttl: f64,
     /// Fault and window (ms).
@@ -153,6 +155,8 @@ pub struct Params {
     pub duration: Option<Duration>,
     /// `--ops`, if given.
     pub ops: Option<usize>,
+    /// `--host-period-ms`, if given.
+    pub host_period: Option<Duration>,
     /// `--seed`.
     pub seed: u64,
     /// The share's TTL, seconds (actors that must outwait the kernel's cache need it).
@@ -194,7 +198,7 @@ pub fn run_report(opts: &RaceOptions) -> Result<RaceReport, LabError> {
         seamfs_bin()?;
     }
     let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd };
-    let params = Params { duration: opts.duration, ops: opts.ops, seed: opts.seed, ttl: opts.ttl };
+    let params = Params { duration: opts.duration, ops: opts.ops, host_period: opts.host_period, seed: opts.seed, ttl: opts.ttl };
     let mut runs = Vec::new();
     for &target in &opts.targets {
         let root = temp_dir(&format!("seam-lab-race-{}", target.key()))?;
@@ -221,6 +225,9 @@ fn describe(opts: &RaceOptions) -> Vec<(String, String)> {
         None => "none".into(),
     };
     p.push(("fault".into(), fault));
+    if let Some(d) = opts.host_period {
+        p.push(("host period".into(), format!("{} ms", d.as_millis())));
+    }
     if let Some(d) = opts.duration {
         p.push(("duration".into(), format!("{} s", d.as_secs_f64())));
     }
