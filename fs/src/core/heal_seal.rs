@@ -11,13 +11,13 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Core;
 use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome};
-use crate::index::names::{INDEX_BOX, SHARED_INDEX};
+use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
+use crate::index::names::{INDEX_BOX, INDEX_BOX_LOCK, SHARED_INDEX};
 use crate::index::seed::{publish, NewFile};
 use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
@@ -122,10 +122,16 @@ impl<L: Layer> Core<L> {
     /// Heals one work tree's shared index onto `new`; Some when a lock is held for the rename.
     fn heal_shared(&self, gitdir: &Path, old: &str, new: &str) -> Option<PendingHeal> {
         let index = gitdir.join(SHARED_INDEX);
+        let t0 = Instant::now();
         let bytes = read_lower(&self.lower, &index).ok().flatten()?;
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         let objects = self.objects_dir(&common);
-        let opts = self.index_mtime(&index);
+        // The box's index holds the new tree when the box committed from it: its commit's
+        // `index.lock` (renamed in after the ref), else the index itself.
+        let read = |name: &'static str| move || read_lower(&self.lower, &gitdir.join(name)).ok().flatten();
+        let (from_lock, from_index) = (read(INDEX_BOX_LOCK), read(INDEX_BOX));
+        let hints: [Hint; 2] = [&from_lock, &from_index];
+        let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
         let healed = match heal_with(&objects, &bytes, old, new, opts) {
             Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
             Ok(HealOutcome::Unchanged) => return None,
@@ -157,7 +163,8 @@ impl<L: Layer> Core<L> {
         let final_bytes = if now.as_deref() == Some(&bytes[..]) {
             Some(healed.0)
         } else {
-            now.and_then(|b| match heal_with(&objects, &b, old, new, self.index_mtime(&index)) {
+            let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+            now.and_then(|b| match heal_with(&objects, &b, old, new, opts) {
                 Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
                 _ => None,
             })
@@ -168,7 +175,11 @@ impl<L: Layer> Core<L> {
             f.write_all(&b).and_then(|()| f.sync_all())
         });
         match written {
-            Some(Ok(())) => Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() }),
+            Some(Ok(())) => {
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                debug!(gitdir = %gitdir.display(), ms, "healed shared index written under index.lock");
+                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() })
+            }
             other => {
                 if let Some(Err(e)) = other {
                     warn!(gitdir = %gitdir.display(), error = %e, "writing the healed index failed");
@@ -180,11 +191,10 @@ impl<L: Layer> Core<L> {
     }
 
     /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).
-    fn index_mtime(&self, index: &Path) -> HealOptions {
-        let mtime = self.lower.stat(&cpath(index)).ok().map(|st| {
+    fn index_mtime(&self, index: &Path) -> Option<std::time::SystemTime> {
+        self.lower.stat(&cpath(index)).ok().map(|st| {
             std::time::UNIX_EPOCH + Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec.clamp(0, 999_999_999) as u32)
-        });
-        HealOptions { index_mtime: mtime }
+        })
     }
 
     /// A replacement keeps the owner and mode of the file it replaces.
@@ -292,7 +302,11 @@ impl<L: Layer> Core<L> {
         let index = gitdir.join(INDEX_BOX);
         let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return false };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, self.index_mtime(&index));
+        // The host's index usually holds the tree it moved HEAD to.
+        let shared = || read_lower(&self.lower, &gitdir.join(SHARED_INDEX)).ok().flatten();
+        let hints: [Hint; 1] = [&shared];
+        let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, opts);
         drop(bytes);
         match outcome {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
