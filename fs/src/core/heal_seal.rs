@@ -159,15 +159,22 @@ impl<L: Layer> Core<L> {
             return None;
         };
         // Under the lock: the index may have changed since the copy (host staging): heal again.
-        let now = read_lower(&self.lower, &index).ok().flatten();
-        let final_bytes = if now.as_deref() == Some(&bytes[..]) {
+        // The copy's trailing checksum was verified by the heal, so the same size and checksum
+        // mean the same bytes (an index written with index.skipHash is compared whole).
+        let same = self.same_index(&index, &bytes, hash_kind(new));
+        let final_bytes = if same {
             Some(healed.0)
         } else {
-            let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
-            now.and_then(|b| match heal_with(&objects, &b, old, new, opts) {
-                Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
-                _ => None,
-            })
+            let now = read_lower(&self.lower, &index).ok().flatten();
+            if now.as_deref() == Some(&bytes[..]) {
+                Some(healed.0)
+            } else {
+                let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+                now.and_then(|b| match heal_with(&objects, &b, old, new, opts) {
+                    Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
+                    _ => None,
+                })
+            }
         };
         self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
@@ -187,6 +194,28 @@ impl<L: Layer> Core<L> {
                 let _ = self.lower.unlink(&lock, false);
                 None
             }
+        }
+    }
+
+    /// Whether the index file still holds `copy` (whose trailing checksum is verified and not
+    /// zero), judged by its size and trailing checksum, read without reading the rest.
+    fn same_index(&self, index: &Path, copy: &[u8], kind: gix::hash::Kind) -> bool {
+        use std::os::unix::fs::FileExt;
+        let n = kind.len_in_bytes();
+        let Some(want) = copy.len().checked_sub(n).map(|at| &copy[at..]) else { return false };
+        if want.iter().all(|&b| b == 0) {
+            return false;
+        }
+        let c = cpath(index);
+        self.lower.refresh(&c);
+        let Ok(fd) = self.lower.open_at(&c, libc::O_RDONLY, 0) else { return false };
+        let f = std::fs::File::from(fd);
+        let mut tail = vec![0u8; n];
+        match f.metadata() {
+            Ok(m) if m.is_file() && m.len() == copy.len() as u64 => {
+                f.read_exact_at(&mut tail, m.len() - n as u64).is_ok() && tail == want
+            }
+            _ => false,
         }
     }
 
