@@ -68,6 +68,29 @@ fn size_section(s: &mut String, z: &SizeResult) {
             );
         }
     }
+    if has(LayerKind::Seamfs) && has(LayerKind::SeamfsNosplit) {
+        let _ = writeln!(
+            s,
+            "\nWhat the index split (and the sealed heal, in `git-commit`) adds: seamfs against seamfs-nosplit\n"
+        );
+        let _ = writeln!(s, "| workload | ratio of medians | median of per-run ratios |");
+        let _ = writeln!(s, "|---|---:|---:|");
+        for &w in &z.workloads {
+            let (Some(m), Some(p)) = (
+                z.ratio(w, LayerKind::Seamfs, LayerKind::SeamfsNosplit),
+                z.paired_ratio(w, LayerKind::Seamfs, LayerKind::SeamfsNosplit),
+            ) else {
+                continue;
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {m:.2} ({:+.0}%) | {p:.2} ({:+.0}%) |",
+                w.name(),
+                (m - 1.0) * 100.0,
+                (p - 1.0) * 100.0
+            );
+        }
+    }
     if has(LayerKind::Share) {
         let _ = writeln!(s, "\nMedian ratio against the raw share (lower is better):\n");
         let _ = write!(s, "| workload |");
@@ -170,6 +193,10 @@ mod tests {
             (Workload::GitLog, LayerKind::Seamfs),
             Cell { samples_ms: vec![22.0, 21.0, 30.0], rss_kib: vec![4096] },
         );
+        cells.insert(
+            (Workload::GitLog, LayerKind::SeamfsNosplit),
+            Cell { samples_ms: vec![20.0, 20.0, 25.0], rss_kib: vec![4096] },
+        );
         BenchReport {
             runs: 3,
             ttl: 1.0,
@@ -180,7 +207,7 @@ mod tests {
             sizes: vec![SizeResult {
                 files: 100,
                 repo: "/tmp/r".into(),
-                layers: vec![LayerKind::Native, LayerKind::Share, LayerKind::Seamfs],
+                layers: vec![LayerKind::Native, LayerKind::Share, LayerKind::Seamfs, LayerKind::SeamfsNosplit],
                 layer_notes: vec![],
                 workloads: vec![Workload::GitLog],
                 cells,
@@ -193,6 +220,8 @@ mod tests {
     fn markdown_has_ratios_and_rss() {
         let md = markdown(&sample());
         assert!(md.contains("| git-log | seamfs | 22.0 | 21.0–30.0 | 1.10 | 2.20 | 4.0 |"), "{md}");
+        // Per run: 22/20, 21/20, 30/25.
+        assert!(md.contains("| git-log | 1.10 (+10%) | 1.10 (+10%) |"), "the split's cost: {md}");
     }
 
     #[test]

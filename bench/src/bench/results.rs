@@ -70,6 +70,16 @@ impl SizeResult {
         self.cells.get(&(w, l)).and_then(Cell::summary)
     }
 
+    /// Median over runs of `l`'s sample divided by `base`'s sample of the same run, for
+    /// workload `w`: layers run one after the other within a run, so a pair shares the
+    /// machine's load of the moment, which a ratio of medians does not.
+    pub fn paired_ratio(&self, w: Workload, l: LayerKind, base: LayerKind) -> Option<f64> {
+        let (a, b) = (self.cells.get(&(w, l))?, self.cells.get(&(w, base))?);
+        let ratios: Vec<f64> =
+            a.samples_ms.iter().zip(&b.samples_ms).filter(|(_, &y)| y > 0.0).map(|(x, y)| x / y).collect();
+        Cell { samples_ms: ratios, rss_kib: Vec::new() }.summary().map(|s| s.median)
+    }
+
     /// Median of `l` over median of `base`, for workload `w`.
     pub fn ratio(&self, w: Workload, l: LayerKind, base: LayerKind) -> Option<f64> {
         let (a, b) = (self.summary(w, l)?, self.summary(w, base)?);

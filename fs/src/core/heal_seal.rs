@@ -11,13 +11,13 @@ use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Core;
 use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome};
-use crate::index::names::{INDEX_BOX, SHARED_INDEX};
+use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
+use crate::index::names::{INDEX_BOX, INDEX_BOX_LOCK, SHARED_INDEX};
 use crate::index::seed::{publish, NewFile};
 use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
@@ -122,10 +122,16 @@ impl<L: Layer> Core<L> {
     /// Heals one work tree's shared index onto `new`; Some when a lock is held for the rename.
     fn heal_shared(&self, gitdir: &Path, old: &str, new: &str) -> Option<PendingHeal> {
         let index = gitdir.join(SHARED_INDEX);
+        let t0 = Instant::now();
         let bytes = read_lower(&self.lower, &index).ok().flatten()?;
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         let objects = self.objects_dir(&common);
-        let opts = self.index_mtime(&index);
+        // The box's index holds the new tree when the box committed from it: its commit's
+        // `index.lock` (renamed in after the ref), else the index itself.
+        let read = |name: &'static str| move || read_lower(&self.lower, &gitdir.join(name)).ok().flatten();
+        let (from_lock, from_index) = (read(INDEX_BOX_LOCK), read(INDEX_BOX));
+        let hints: [Hint; 2] = [&from_lock, &from_index];
+        let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
         let healed = match heal_with(&objects, &bytes, old, new, opts) {
             Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
             Ok(HealOutcome::Unchanged) => return None,
@@ -153,14 +159,22 @@ impl<L: Layer> Core<L> {
             return None;
         };
         // Under the lock: the index may have changed since the copy (host staging): heal again.
-        let now = read_lower(&self.lower, &index).ok().flatten();
-        let final_bytes = if now.as_deref() == Some(&bytes[..]) {
+        // The copy's trailing checksum was verified by the heal, so the same size and checksum
+        // mean the same bytes (an index written with index.skipHash is compared whole).
+        let same = self.same_index(&index, &bytes, hash_kind(new));
+        let final_bytes = if same {
             Some(healed.0)
         } else {
-            now.and_then(|b| match heal_with(&objects, &b, old, new, self.index_mtime(&index)) {
-                Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
-                _ => None,
-            })
+            let now = read_lower(&self.lower, &index).ok().flatten();
+            if now.as_deref() == Some(&bytes[..]) {
+                Some(healed.0)
+            } else {
+                let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+                now.and_then(|b| match heal_with(&objects, &b, old, new, opts) {
+                    Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
+                    _ => None,
+                })
+            }
         };
         self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
@@ -168,7 +182,11 @@ impl<L: Layer> Core<L> {
             f.write_all(&b).and_then(|()| f.sync_all())
         });
         match written {
-            Some(Ok(())) => Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() }),
+            Some(Ok(())) => {
+                let ms = t0.elapsed().as_secs_f64() * 1e3;
+                debug!(gitdir = %gitdir.display(), ms, "healed shared index written under index.lock");
+                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() })
+            }
             other => {
                 if let Some(Err(e)) = other {
                     warn!(gitdir = %gitdir.display(), error = %e, "writing the healed index failed");
@@ -179,12 +197,33 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// Whether the index file still holds `copy` (whose trailing checksum is verified and not
+    /// zero), judged by its size and trailing checksum, read without reading the rest.
+    fn same_index(&self, index: &Path, copy: &[u8], kind: gix::hash::Kind) -> bool {
+        use std::os::unix::fs::FileExt;
+        let n = kind.len_in_bytes();
+        let Some(want) = copy.len().checked_sub(n).map(|at| &copy[at..]) else { return false };
+        if want.iter().all(|&b| b == 0) {
+            return false;
+        }
+        let c = cpath(index);
+        self.lower.refresh(&c);
+        let Ok(fd) = self.lower.open_at(&c, libc::O_RDONLY, 0) else { return false };
+        let f = std::fs::File::from(fd);
+        let mut tail = vec![0u8; n];
+        match f.metadata() {
+            Ok(m) if m.is_file() && m.len() == copy.len() as u64 => {
+                f.read_exact_at(&mut tail, m.len() - n as u64).is_ok() && tail == want
+            }
+            _ => false,
+        }
+    }
+
     /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).
-    fn index_mtime(&self, index: &Path) -> HealOptions {
-        let mtime = self.lower.stat(&cpath(index)).ok().map(|st| {
+    fn index_mtime(&self, index: &Path) -> Option<std::time::SystemTime> {
+        self.lower.stat(&cpath(index)).ok().map(|st| {
             std::time::UNIX_EPOCH + Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec.clamp(0, 999_999_999) as u32)
-        });
-        HealOptions { index_mtime: mtime }
+        })
     }
 
     /// A replacement keeps the owner and mode of the file it replaces.
@@ -292,7 +331,11 @@ impl<L: Layer> Core<L> {
         let index = gitdir.join(INDEX_BOX);
         let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return false };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, self.index_mtime(&index));
+        // The host's index usually holds the tree it moved HEAD to.
+        let shared = || read_lower(&self.lower, &gitdir.join(SHARED_INDEX)).ok().flatten();
+        let hints: [Hint; 1] = [&shared];
+        let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, opts);
         drop(bytes);
         match outcome {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {

@@ -13,7 +13,8 @@
 //! - a staged path and a moved path that are a file and a directory of one name:
 //!   [`Refusal::DirFileClash`].
 //!
-//! Modules: [`outcome`] (the answer's types), `trees` (commits and trees through gix), `plan`
+//! Modules: [`outcome`] (the answer's types), `trees` (commits and trees through gix, or from
+//! `memtrees`: trees hashed from index entries, so few are read from the share), `plan`
 //! (the rule, pure), `lookup` (the decoded index, looked up by path), `staged` (is anything
 //! staged off the move: ff or carry), `build` (apply and encode), [`proposal`] (the fallback's
 //! file names).
@@ -27,6 +28,7 @@
 
 mod build;
 mod lookup;
+mod memtrees;
 pub mod outcome;
 mod plan;
 pub mod proposal;
@@ -46,16 +48,32 @@ use gix::ObjectId;
 pub use outcome::{HealError, HealKind, HealOutcome, Refusal};
 
 use lookup::StateLookup;
+use memtrees::MemTrees;
 use plan::Decision;
 use trees::Objects;
 
+/// Reads one hint index file when the heal needs it (None: absent or unreadable).
+pub type Hint<'a> = &'a (dyn Fn() -> Option<Vec<u8>> + Sync);
+
 /// How [`heal_with`] works; [`heal`] uses the defaults.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct HealOptions {
+#[derive(Clone, Copy, Default)]
+pub struct HealOptions<'a> {
     /// The mtime of the index file the bytes were read from, when known (default: unknown).
     /// Kept entries modified at or after it get size 0 so git checks their content once (git's
     /// racy-clean "smudge"); unknown means every kept entry keeps its stat data as is.
     pub index_mtime: Option<SystemTime>,
+    /// Other index files likely to hold the old or the new commit's tree (the other side's
+    /// index, the `index.lock` a commit is renamed from), read in order until both trees are
+    /// known. They are trusted for nothing: their directories are hashed as trees, and a tree
+    /// the heal needs whose id matches is not read from the object database (see `memtrees`).
+    /// Unreadable ones are ignored.
+    pub hints: &'a [Hint<'a>],
+}
+
+impl std::fmt::Debug for HealOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealOptions").field("index_mtime", &self.index_mtime).field("hints", &self.hints.len()).finish()
+    }
 }
 
 /// Heals `index` (the bytes of an index file) from `old_commit`, the commit it was in sync with,
@@ -73,7 +91,7 @@ pub fn heal_with(
     index: &[u8],
     old_commit: &str,
     new_commit: &str,
-    opts: HealOptions,
+    opts: HealOptions<'_>,
 ) -> Result<HealOutcome, HealError> {
     let new_id = parse_id(new_commit)?;
     let kind = new_id.kind();
@@ -84,22 +102,47 @@ pub fn heal_with(
     if old_id.is_some_and(|o| o.kind() != kind) {
         return Err(HealError::BadCommitId { id: old_commit.to_string() });
     }
-    crate::index::validate::check(index).map_err(|e| HealError::Index { cause: e.to_string() })?;
-    let state = decode(index, kind)?;
-
-    let objects = Objects::open(objects_dir, kind)?;
-    let old_tree = match old_id {
-        Some(id) => objects.commit_tree(&id)?,
-        None => objects.empty_tree(),
-    };
-    let new_tree = objects.commit_tree(&new_id)?;
+    // The first hint is read and hashed on its own thread meanwhile: most of it is waiting on
+    // the share and hashing, independent of the index's own work.
+    let (own, first_hint) = std::thread::scope(|sc| {
+        let worker = opts.hints.first().map(|hint| {
+            sc.spawn(move || {
+                let mut m = MemTrees::default();
+                if let Some(Ok(h)) = hint().map(|b| decode(&b, kind)) {
+                    m.add(&h);
+                }
+                m
+            })
+        });
+        let own = index_and_trees(objects_dir, index, kind, old_id, new_id);
+        (own, worker.map(|w| w.join().unwrap_or_default()))
+    });
+    let (state, mut objects, old_tree, new_tree, index_root) = own?;
+    if let Some(m) = first_hint {
+        objects.mem().extend(m);
+    }
+    // Further hints until both commits' trees are known.
+    for hint in opts.hints.iter().skip(1) {
+        let m = objects.mem();
+        if m.contains(&old_tree) && m.contains(&new_tree) {
+            break;
+        }
+        if let Some(Ok(h)) = hint().map(|b| decode(&b, kind)) {
+            m.add(&h);
+        }
+    }
     let moved = objects.diff(&old_tree, &new_tree)?;
-    match plan::decide(&StateLookup(&state), &moved) {
+    let d = plan::decide(&StateLookup(&state), &moved);
+    match d {
         Decision::Unchanged => Ok(HealOutcome::Unchanged),
         Decision::Refuse(r) => Ok(HealOutcome::Refused(r)),
         Decision::Apply(stale) => {
             let moved_paths: HashSet<&BStr> = moved.iter().map(|c| c.path.as_bstr()).collect();
-            let carried = staged::off_the_move(&objects, &old_tree, &state, &moved_paths)?;
+            // An index that hashes to the old tree, with no intent-to-add entry (which reads as
+            // staging but hashes as the empty blob), stages nothing.
+            let exact = index_root == Some(old_tree)
+                && !state.entries().iter().any(|e| e.flags.contains(gix::index::entry::Flags::INTENT_TO_ADD));
+            let carried = !exact && staged::off_the_move(&objects, &old_tree, &state, &moved_paths)?;
             let mut state = state;
             if let Err(r) = build::apply(&mut state, &stale, opts.index_mtime) {
                 return Ok(HealOutcome::Refused(r));
@@ -108,6 +151,29 @@ pub fn heal_with(
             Ok(HealOutcome::Healed { bytes, kind: if carried { HealKind::Carry } else { HealKind::Ff } })
         }
     }
+}
+
+/// The index checked and decoded, the object database with the index's own trees, the old and
+/// new commits' trees, and the root tree the index hashes to.
+type Own = (gix::index::State, Objects, ObjectId, ObjectId, Option<ObjectId>);
+
+fn index_and_trees(
+    objects_dir: &Path,
+    index: &[u8],
+    kind: gix::hash::Kind,
+    old_id: Option<ObjectId>,
+    new_id: ObjectId,
+) -> Result<Own, HealError> {
+    crate::index::validate::check(index).map_err(|e| HealError::Index { cause: e.to_string() })?;
+    let state = decode(index, kind)?;
+    let mut objects = Objects::open(objects_dir, kind)?;
+    let old_tree = match old_id {
+        Some(id) => objects.commit_tree(&id)?,
+        None => objects.empty_tree(),
+    };
+    let new_tree = objects.commit_tree(&new_id)?;
+    let root = objects.mem().add(&state);
+    Ok((state, objects, old_tree, new_tree, root))
 }
 
 /// True when two index files hold the same entries (path, stage, mode, object id, and the

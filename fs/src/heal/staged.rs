@@ -14,11 +14,12 @@ use gix::index::State;
 use gix::ObjectId;
 
 use super::lookup::leaf_of;
+use super::memtrees::Items;
 use super::outcome::HealError;
 use super::trees::{Item, Objects};
 
 struct Frame<'c> {
-    items: Vec<(BString, Item)>,
+    items: Items,
     pos: usize,
     prefix_len: usize,
     cache: Option<&'c Tree>,
@@ -61,8 +62,8 @@ pub(crate) fn off_the_move(objects: &Objects, old_tree: &ObjectId, state: &State
         let sub = match item {
             Item::Tree(id) => {
                 path.push(b'/');
-                let cache = f.cache.and_then(|c| c.children.iter().find(|ch| ch.name.as_slice() == name.as_slice()));
-                Some((*id, cache))
+                let cache = f.cache.and_then(|c| c.children.iter().find(|ch| ch.name.as_slice() == name.as_bytes()));
+                Some((id, cache))
             }
             Item::Leaf(l) => {
                 // Index entries before this path exist only in the index: additions.
@@ -73,7 +74,7 @@ pub(crate) fn off_the_move(objects: &Objects, old_tree: &ObjectId, state: &State
                     i += 1;
                 }
                 if i < entries.len() && entries[i].path(state) == path.as_bstr() {
-                    if leaf_of(&entries[i]) != *l && staged(path.as_bstr()) {
+                    if leaf_of(&entries[i]) != l && staged(path.as_bstr()) {
                         return Ok(true);
                     }
                     i += 1;

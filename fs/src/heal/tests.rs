@@ -113,9 +113,18 @@ impl Repo {
         self.head()
     }
 
+    /// Heals the host's index after a box commit; the box's index as a hint changes nothing but
+    /// the cost.
     fn heal_from(&self, old: &str) -> HealOutcome {
         let new = self.head();
-        heal(&self.objects(), &self.index(), old, &new).expect("heal decides")
+        let plain = heal(&self.objects(), &self.index(), old, &new).expect("heal decides");
+        let from_box = || std::fs::read(self.dir.join(".git/index-box")).ok();
+        let hints: [Hint; 1] = [&from_box];
+        let hinted =
+            heal_with(&self.objects(), &self.index(), old, &new, HealOptions { hints: &hints, ..Default::default() })
+                .expect("heal decides");
+        assert_eq!(plain, hinted, "a hint changes nothing but the cost");
+        plain
     }
 
     /// `git diff --cached --name-status` as sorted lines.
@@ -293,7 +302,7 @@ fn racy_entries_are_smudged_when_the_index_mtime_is_known() {
     let (r, base) = Repo::seeded("sha1", &[("a", "1\n"), ("keep", "k\n")]);
     r.write("a", "2\n");
     r.box_commit(&["a"]);
-    let opts = HealOptions { index_mtime: Some(std::time::SystemTime::UNIX_EPOCH) };
+    let opts = HealOptions { index_mtime: Some(std::time::SystemTime::UNIX_EPOCH), ..Default::default() };
     let out = heal_with(&r.objects(), &r.index(), &base, &r.head(), opts).expect("heal");
     let (bytes, _) = healed(out);
     let keep = decode_state(&bytes).entry_by_path("keep".into()).expect("keep").stat;
@@ -455,4 +464,64 @@ fn staging_deep_in_unchanged_directories_is_seen() {
         r.set_index(&bytes);
         assert_eq!(r.staged().len(), 1, "{what}: {:?}", r.staged());
     }
+}
+
+/// Every tree hashed from an index is the object database's tree of that id, item for item:
+/// names that sort differently as files and as directories, modes, symlinks, gitlinks.
+#[test]
+fn trees_hashed_from_an_index_are_the_objects() {
+    use std::os::unix::fs::PermissionsExt;
+    for format in ["sha1", "sha256"] {
+        let r = Repo::new(format);
+        for p in ["a.b", "a-b/x", "a/x", "a/y/z", "a0", "b/c/d/e", "é/ü", "z"] {
+            r.write(p, &format!("{p}\n"));
+        }
+        std::fs::set_permissions(r.dir.join("a/x"), std::fs::Permissions::from_mode(0o755)).expect("chmod +x");
+        std::os::unix::fs::symlink("a/x", r.dir.join("link")).expect("symlink");
+        r.git(&["add", "-A"]);
+        r.git(&["commit", "-q", "-m", "base"]);
+        let head_commit = r.head();
+        r.git(&["update-index", "--add", "--cacheinfo", &format!("160000,{head_commit},sub/module")]);
+        let kind = if format == "sha1" { gix::hash::Kind::Sha1 } else { gix::hash::Kind::Sha256 };
+        let state = gix::index::State::from_bytes(&r.index(), filetime::FileTime::now(), kind, Default::default())
+            .expect("decode")
+            .0;
+        let mut mem = memtrees::MemTrees::default();
+        let root = mem.add(&state).expect("a whole tree");
+        assert_eq!(root.to_string(), r.git(&["write-tree"]).trim(), "{format}: the root is git's write-tree");
+        let odb = trees::Objects::open(&r.objects(), kind).expect("objects");
+        let mut stack = vec![root];
+        let mut seen = 0;
+        while let Some(id) = stack.pop() {
+            let from_mem = mem.get(&id).expect("every subtree is known");
+            let from_odb = odb.items(&id, b"".as_bstr()).expect("git wrote every tree");
+            assert_eq!(from_mem, from_odb, "{format}: tree {id}");
+            stack.extend(from_mem.iter().filter_map(|(_, i)| match i {
+                trees::Item::Tree(t) => Some(t),
+                trees::Item::Leaf(_) => None,
+            }));
+            seen += 1;
+        }
+        assert!(seen >= 8, "{format}: walked {seen} trees");
+    }
+}
+
+/// A hint that is no index, or holds unrelated trees, is ignored.
+#[test]
+fn a_bad_hint_is_ignored() {
+    let (r, base) = Repo::seeded("sha1", &[("a", "1\n"), ("d/b", "2\n")]);
+    r.write("d/b", "box\n");
+    r.box_commit(&["d/b"]);
+    let junk = || Some(b"DIRC not an index at all".to_vec());
+    let none = || None;
+    let other = || Some(r.index());
+    let hints: [Hint; 3] = [&junk, &none, &other];
+    let out =
+        heal_with(&r.objects(), &r.index(), &base, &r.head(), HealOptions { hints: &hints, ..Default::default() })
+            .expect("heal decides");
+    assert_eq!(out, r.heal_from(&base));
+    let (bytes, kind) = healed(out);
+    assert_eq!(kind, HealKind::Ff);
+    r.set_index(&bytes);
+    assert_eq!(r.status(), "");
 }

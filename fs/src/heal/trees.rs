@@ -12,6 +12,7 @@ use gix::objs::tree::EntryKind;
 use gix::objs::FindExt;
 use gix::ObjectId;
 
+use super::memtrees::{Items, MemTrees, TreeItems};
 use super::outcome::HealError;
 
 /// A non-tree entry: what the index records for a path.
@@ -35,6 +36,7 @@ pub(crate) struct Change {
 }
 
 /// One entry of a tree, owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Item {
     /// A subtree.
     Tree(ObjectId),
@@ -42,10 +44,11 @@ pub(crate) enum Item {
     Leaf(Leaf),
 }
 
-/// The object database of one repository.
+/// The object database of one repository, and trees known from indexes ([`MemTrees`]).
 pub(crate) struct Objects {
     odb: gix::odb::Handle,
     kind: gix::hash::Kind,
+    mem: MemTrees,
 }
 
 /// git's own path checks on Linux with core.protectNTFS/protectHFS on (their defaults on a
@@ -67,7 +70,12 @@ impl Objects {
     pub fn open(objects_dir: &Path, kind: gix::hash::Kind) -> Result<Objects, HealError> {
         let odb = gix::odb::at(objects_dir, kind)
             .map_err(|e| HealError::Objects { dir: objects_dir.to_path_buf(), cause: e.to_string() })?;
-        Ok(Objects { odb, kind })
+        Ok(Objects { odb, kind, mem: MemTrees::default() })
+    }
+
+    /// The trees known without reading the object database.
+    pub fn mem(&mut self) -> &mut MemTrees {
+        &mut self.mem
     }
 
     /// The tree of `commit`.
@@ -87,17 +95,20 @@ impl Objects {
 
     /// The entries of `tree` in the object's own order (git's tree order, which a depth-first
     /// walk turns into index order). `at` names the tree's path for messages.
-    pub fn items(&self, tree: &ObjectId, at: &BStr) -> Result<Vec<(BString, Item)>, HealError> {
+    pub fn items(&self, tree: &ObjectId, at: &BStr) -> Result<Items, HealError> {
+        if let Some(items) = self.mem.get(tree) {
+            return Ok(items);
+        }
         let mut buf = Vec::new();
         let t = self.odb.find_tree(tree, &mut buf).map_err(|e| HealError::Object {
             what: format!("tree {tree} at {:?}", at.to_str_lossy()),
             cause: e.to_string(),
         })?;
-        let mut out = Vec::with_capacity(t.entries.len());
+        let mut out = TreeItems::with_capacity(t.entries.len());
         for e in &t.entries {
             let mode = match e.mode.kind() {
                 EntryKind::Tree => {
-                    out.push((e.filename.to_owned(), Item::Tree(e.oid.to_owned())));
+                    out.push(e.filename, Item::Tree(e.oid.to_owned()));
                     continue;
                 }
                 EntryKind::Blob => Mode::FILE,
@@ -105,15 +116,15 @@ impl Objects {
                 EntryKind::Link => Mode::SYMLINK,
                 EntryKind::Commit => Mode::COMMIT,
             };
-            out.push((e.filename.to_owned(), Item::Leaf(Leaf { mode, id: e.oid.to_owned() })));
+            out.push(e.filename, Item::Leaf(Leaf { mode, id: e.oid.to_owned() }));
         }
-        Ok(out)
+        Ok(Items::new(out))
     }
 
-    fn items_by_name(&self, tree: Option<ObjectId>, at: &BStr) -> Result<BTreeMap<BString, Item>, HealError> {
+    fn items_opt(&self, tree: Option<ObjectId>, at: &BStr) -> Result<Items, HealError> {
         match tree {
-            Some(id) => Ok(self.items(&id, at)?.into_iter().collect()),
-            None => Ok(BTreeMap::new()),
+            Some(id) => self.items(&id, at),
+            None => Ok(Items::default()),
         }
     }
 
@@ -126,18 +137,19 @@ impl Objects {
             if a == b {
                 continue;
             }
-            let mut left = self.items_by_name(a, prefix.as_ref())?;
-            let right = self.items_by_name(b, prefix.as_ref())?;
+            let (left_items, right_items) = (self.items_opt(a, prefix.as_ref())?, self.items_opt(b, prefix.as_ref())?);
+            let mut left: BTreeMap<&BStr, Item> = left_items.iter().collect();
+            let right: BTreeMap<&BStr, Item> = right_items.iter().collect();
             for (name, r) in right {
-                let path = join(prefix.as_ref(), name.as_ref());
+                let path = join(prefix.as_ref(), name);
                 let mode = match &r {
                     Item::Leaf(l) if l.mode == Mode::SYMLINK => Some(gix::validate::path::component::Mode::Symlink),
                     _ => None,
                 };
-                if gix::validate::path::component(name.as_ref(), mode, GIT_RULES).is_err() {
+                if gix::validate::path::component(name, mode, GIT_RULES).is_err() {
                     return Err(HealError::UnsafePath { path });
                 }
-                match (left.remove(&name), r) {
+                match (left.remove(name), r) {
                     (Some(Item::Tree(x)), Item::Tree(y)) => stack.push((path, Some(x), Some(y))),
                     (Some(Item::Tree(x)), Item::Leaf(l)) => {
                         stack.push((path.clone(), Some(x), None));
@@ -157,7 +169,7 @@ impl Objects {
                 }
             }
             for (name, l) in left {
-                let path = join(prefix.as_ref(), name.as_ref());
+                let path = join(prefix.as_ref(), name);
                 match l {
                     Item::Tree(x) => stack.push((path, Some(x), None)),
                     Item::Leaf(o) => out.push(Change { path, old: Some(o), new: None }),
