@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 use super::Core;
-use crate::gitdata::{cpath, read_lower, GitDirRef, Head, HeadOid, RefState};
+use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
 use crate::index::names::{INDEX_BOX, INDEX_BOX_LOCK, SHARED_INDEX};
@@ -328,8 +328,20 @@ impl<L: Layer> Core<L> {
         if base == head {
             return false;
         }
+        // A heal rewrites the box's staging: what it acts on is read again, checked against
+        // the share's listings, so a stale HEAD, branch or index-box never drives it (a branch
+        // reading missing falls back to packed-refs and would heal the box back in time).
+        let verified = GitDirRef::open(&self.lower, gitdir.to_path_buf()).verified();
+        let (Ok(HeadOid::At(head)), Ok(Some(base))) = (verified.head_oid(), read_lower_verified(&self.lower, &gitdir.join(BASE)))
+        else {
+            return false;
+        };
+        let base = String::from_utf8_lossy(&base).trim().to_string();
+        if base == head {
+            return false;
+        }
         let index = gitdir.join(INDEX_BOX);
-        let Some(bytes) = read_lower(&self.lower, &index).ok().flatten() else { return false };
+        let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return false };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         // The host's index usually holds the tree it moved HEAD to.
         let shared = || read_lower(&self.lower, &gitdir.join(SHARED_INDEX)).ok().flatten();
