@@ -19,8 +19,13 @@ pub enum Class {
     Objects,
     /// Refs, HEAD, config, logs, operation state: must always read fresh.
     LiveRef,
-    /// A directory whose every descendant is a live ref (`refs/`, `logs/`, `rebase-merge/`...).
+    /// An operation-state directory and what is below it (`rebase-merge/`, `rebase-apply/`,
+    /// `sequencer/`): its very existence is state, so it is never cached.
     LiveRefDir,
+    /// A directory of the ref store (`refs/`, `logs/`, `reftable/` and below): its descendant
+    /// files are live refs, but the directory itself is cached for [`REF_DIR_TTL`] (positive
+    /// only), so git's walks of `refs/` do not cost the share a lookup per path component.
+    RefDir,
     /// `<gitdir>/index`: the shared index (redirected to `index-box` by the index issue).
     Index,
     /// `*.lock` inside a git dir.
@@ -50,6 +55,11 @@ pub struct CachePolicy {
     pub passthrough: bool,
 }
 
+/// How long the kernel may keep a ref-store directory's entry. Git walks `.git/refs` a hundred
+/// times in one command; a branch directory replaced by a file of the same name (`foo/` → `foo`)
+/// may read as the directory for this long, never a ref's value.
+pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
+
 /// The TTLs the table is built from.
 #[derive(Clone, Copy, Debug)]
 pub struct Ttls {
@@ -68,7 +78,7 @@ impl Default for Ttls {
 impl Class {
     /// True for classes that must never be served from a cache.
     pub fn is_live(self) -> bool {
-        matches!(self, Class::LiveRef | Class::LiveRefDir | Class::Index | Class::Lock)
+        matches!(self, Class::LiveRef | Class::LiveRefDir | Class::RefDir | Class::Index | Class::Lock)
     }
 
     /// True when the name lies inside a git dir.
@@ -113,21 +123,25 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
         // data may go through the page cache and passthrough (git reads a large index whole).
         Class::Index | Class::Lock => CachePolicy { direct_io: false, passthrough: true, ..live },
         Class::LiveRef | Class::LiveRefDir => live,
+        Class::RefDir => CachePolicy { entry_ttl: REF_DIR_TTL, ..live },
     }
 }
 
 /// Names directly in a git dir whose whole subtree is live.
-const LIVE_DIRS: &[&str] = &["refs", "logs", "rebase-merge", "rebase-apply", "sequencer", "reftable"];
+const LIVE_DIRS: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 
-/// Names directly in a git dir that are live files.
+/// Ref-store directories directly in a git dir.
+const REF_DIRS: &[&str] = &["refs", "logs", "reftable"];
+
+/// Names directly in a git dir that are live files. (`commondir` and `gitdir` are not: written
+/// once when a linked worktree is made, never replaced in place; git stats `commondir` a few
+/// times per command in every git dir, where it is absent.)
 const LIVE_FILES: &[&str] = &[
     "HEAD",
     "packed-refs",
     "config",
     "config.worktree",
     "shallow",
-    "commondir",
-    "gitdir",
     "BISECT_LOG",
     "BISECT_START",
     "BISECT_TERMS",
@@ -186,9 +200,11 @@ pub fn classify(parent: Class, name: &OsStr, is_dir: bool) -> Class {
                 Class::Objects
             }
         }
-        Class::LiveRef | Class::LiveRefDir => {
+        Class::LiveRef | Class::LiveRefDir | Class::RefDir => {
             if n.ends_with(b".lock") {
                 Class::Lock
+            } else if is_dir && parent == Class::RefDir {
+                Class::RefDir
             } else if is_dir {
                 Class::LiveRefDir
             } else {
@@ -215,6 +231,7 @@ fn classify_in_git_dir(n: &[u8], is_dir: bool) -> Class {
         b"index" => Class::Index,
         b"worktrees" => Class::WorktreesDir,
         b"modules" => Class::ModulesDir,
+        _ if REF_DIRS.iter().any(|d| d.as_bytes() == n) => Class::RefDir,
         _ if LIVE_DIRS.iter().any(|d| d.as_bytes() == n) => Class::LiveRefDir,
         _ if LIVE_FILES.iter().any(|f| f.as_bytes() == n) => Class::LiveRef,
         // FETCH_HEAD, ORIG_HEAD, CHERRY_PICK_HEAD, MERGE_HEAD, REVERT_HEAD, ...
@@ -243,10 +260,13 @@ mod tests {
         assert_eq!(c(Class::GitDir, "config", false), Class::LiveRef);
         assert_eq!(c(Class::GitDir, "index", false), Class::Index);
         assert_eq!(c(Class::GitDir, "index.lock", false), Class::Lock);
-        assert_eq!(c(Class::GitDir, "refs", true), Class::LiveRefDir);
-        assert_eq!(c(Class::LiveRefDir, "heads", true), Class::LiveRefDir);
-        assert_eq!(c(Class::LiveRefDir, "main", false), Class::LiveRef);
-        assert_eq!(c(Class::LiveRefDir, "main.lock", false), Class::Lock);
+        assert_eq!(c(Class::GitDir, "refs", true), Class::RefDir);
+        assert_eq!(c(Class::RefDir, "heads", true), Class::RefDir);
+        assert_eq!(c(Class::RefDir, "main", false), Class::LiveRef);
+        assert_eq!(c(Class::RefDir, "main.lock", false), Class::Lock);
+        assert_eq!(c(Class::GitDir, "rebase-merge", true), Class::LiveRefDir);
+        assert_eq!(c(Class::LiveRefDir, "sub", true), Class::LiveRefDir);
+        assert_eq!(c(Class::LiveRefDir, "head-name", false), Class::LiveRef);
         assert_eq!(c(Class::GitDir, "objects", true), Class::Objects);
         assert_eq!(c(Class::Objects, "ab", true), Class::Objects);
         assert_eq!(c(Class::Objects, "info", true), Class::Objects);
@@ -261,9 +281,10 @@ mod tests {
     #[test]
     fn live_classes_are_never_cached() {
         let t = Ttls::default();
-        for class in [Class::LiveRef, Class::LiveRefDir, Class::Index, Class::Lock] {
+        for class in [Class::LiveRef, Class::LiveRefDir, Class::RefDir, Class::Index, Class::Lock] {
             let p = cache_policy(class, &t);
-            assert_eq!(p.entry_ttl, Duration::ZERO);
+            let entry = if class == Class::RefDir { REF_DIR_TTL } else { Duration::ZERO };
+            assert_eq!(p.entry_ttl, entry, "{class:?}");
             assert_eq!(p.attr_ttl, Duration::ZERO);
             assert_eq!(p.negative_ttl, Duration::ZERO);
             assert!(p.refresh);
