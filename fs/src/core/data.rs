@@ -50,7 +50,8 @@ impl<L: Layer> Core<L> {
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = flags & !STRIP;
         self.guard_open(id, flags, pid);
-        let (dev, ino, pinned) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone()))?;
+        let (dev, ino, pinned, class, kind) =
+            self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
         let fd = match pinned {
             // A pinned node reopens the very file it was looked up as.
             Some(p) => {
@@ -68,7 +69,7 @@ impl<L: Layer> Core<L> {
                     Err(e) => return Err(Errno::from(e)),
                 };
                 let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-                if !same_file(&st, dev, ino) {
+                if !same_file(&st, dev, ino) && !super::serves_name(class, kind, &st) {
                     return Err(Errno::ESTALE);
                 }
                 fd

@@ -147,7 +147,8 @@ impl<L: Layer> Core<L> {
 
     /// The stat of a node, verified to still be the same file (ESTALE otherwise).
     pub(crate) fn stat_node(&self, id: u64) -> Result<libc::stat, Errno> {
-        let (dev, ino, pinned, class) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class))?;
+        let (dev, ino, pinned, class, kind) =
+            self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
         if let Some(fd) = pinned {
             return fstat(fd.as_raw_fd()).map_err(io_err);
         }
@@ -157,6 +158,9 @@ impl<L: Layer> Core<L> {
         }
         match self.lower.stat(&path) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
+            // A live ref the host replaced by rename since the kernel looked it up: the box
+            // asked about the name, and the name holds a newer file (see `serves_name`).
+            Ok(st) if serves_name(class, kind, &st) => Ok(st),
             // Replaced or gone on the lower: make the kernel walk the path again.
             Ok(_) => Err(Errno::ESTALE),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),
@@ -393,6 +397,16 @@ impl<L: Layer> Core<L> {
         }
         self.stat_node(id).map(drop)
     }
+}
+
+/// A live ref (HEAD, a branch, `config`, `packed-refs`...) is only ever replaced whole, by
+/// rename, and is read by its name: when the node the kernel holds is no longer at its name but a
+/// file of the same kind is, that file answers. ESTALE would make the kernel walk the path once
+/// more, and a host rewriting HEAD in a loop (`git checkout`, `update-ref`) can replace it again
+/// before that walk ends: the second ESTALE reaches git, whose `is_git_directory` then says
+/// "not a git repository". The kind must match: the kernel takes a changed type for a bad inode.
+pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
+    class == Class::LiveRef && st.st_mode & libc::S_IFMT == kind
 }
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.

@@ -356,3 +356,47 @@ fn stale_missing_fault_shows_raw_and_seamfs_reads_fresh() {
 fn stale_old_fault_shows_raw_and_seamfs_reads_fresh() {
     faults_show_raw_and_seamfs_reads_fresh("stale-old", Seen::Old);
 }
+
+/// (d) The host rewriting HEAD by rename in a loop (detach, re-attach) never makes the repository
+/// read as absent through seamfs: a node the kernel holds for HEAD that the host replaced
+/// answers with the file now at the name, rather than ESTALE, which the kernel retries only once
+/// (a second replacement during the retry reached git as "not a git repository").
+#[test]
+fn host_rewriting_head_never_hides_the_repository() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    const READS: usize = 800;
+    let v = Views::new("head-flips", &[]);
+    let head = git(&v.host, &["rev-parse", "HEAD"]);
+    git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, host) = (stop.clone(), v.host.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                git(&host, &["update-ref", "--no-deref", "HEAD", &head]);
+                git(&host, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+                flips += 2;
+            }
+            flips
+        })
+    };
+    let mut failures = Vec::new();
+    for _ in 0..READS {
+        if let Err(e) = try_git(&v.seamfs.mnt, &["rev-parse", "--git-dir", "HEAD"]) {
+            failures.push(e);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().expect("the host loop panicked");
+    eprintln!("{READS} box reads during {flips} host rewrites of HEAD: {} failed", failures.len());
+    assert!(flips > 100, "the host rewrote HEAD only {flips} times: the test shows nothing");
+    assert!(
+        failures.is_empty(),
+        "{} of {READS} box reads failed while the host rewrote HEAD, first: {}\nseamfs log:\n{}",
+        failures.len(),
+        failures[0],
+        v.seamfs.log()
+    );
+}
