@@ -289,12 +289,13 @@ impl<L: Layer> Core<L> {
     /// GETATTR; with an open handle the handle's file answers.
     pub fn getattr(&self, id: u64, fh: Option<u64>) -> Result<(FileAttr, Duration), Errno> {
         let class = self.class_of(id)?;
-        let st = match fh.map(|fh| self.handles.file(fh)) {
-            Some(Ok(h)) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+        let opened = fh.and_then(|fh| self.handles.file(fh).ok()).filter(|h| h.opened().is_some());
+        let st = match opened.as_ref().and_then(|h| h.opened()) {
+            Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
             _ => match self.stat_node(id) {
                 // fstat of a file unlinked while open comes without a handle: use any open one.
                 Err(e) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                    Some(h) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+                    Some(h) => fstat(self.file_fd(&h)?.as_raw_fd()).map_err(io_err)?,
                     None => return Err(e),
                 },
                 r => r?,
@@ -320,9 +321,9 @@ impl<L: Layer> Core<L> {
         // An open file is changed through its own fd: its name may be gone (unlinked while open).
         let node = match (&handle, self.node_fd(id)) {
             (_, Ok(fd)) => fd,
-            (Some(h), Err(_)) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+            (Some(h), Err(_)) => Arc::new(self.file_fd(h)?.try_clone().map_err(io_err)?),
             (None, Err(e)) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                Some(h) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+                Some(h) => Arc::new(self.file_fd(&h)?.try_clone().map_err(io_err)?),
                 None => return Err(e),
             },
             (None, Err(e)) => return Err(e),
@@ -346,7 +347,7 @@ impl<L: Layer> Core<L> {
         if let Some(size) = size {
             let _ = match &handle {
                 // SAFETY: valid fd.
-                Some(h) => cvt(unsafe { libc::ftruncate(h.fd.as_raw_fd(), size as libc::off_t) })?,
+                Some(h) => cvt(unsafe { libc::ftruncate(self.file_fd(h)?.as_raw_fd(), size as libc::off_t) })?,
                 // SAFETY: valid C string.
                 None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
             };
@@ -364,7 +365,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let st = match &handle {
-            Some(h) => fstat(h.fd.as_raw_fd()),
+            Some(h) => fstat(self.file_fd(h)?.as_raw_fd()),
             None => fstat(node.as_raw_fd()),
         }
         .map_err(io_err)?;

@@ -400,3 +400,36 @@ fn host_rewriting_head_never_hides_the_repository() {
         v.seamfs.log()
     );
 }
+
+/// (e) Work-tree files read again keep the kernel's page cache only while they are unchanged:
+/// a host change in place or by rename is read through seamfs once the share's TTL has passed,
+/// however often the file was read before (the second read opens nothing on the lower).
+#[test]
+fn work_tree_pages_are_kept_only_while_the_file_is_unchanged() {
+    let v = Views::new("page-cache", &[]);
+    let (host, boxed) = (v.host.join("host.txt"), v.seamfs.mnt.join("host.txt"));
+    let read = || std::fs::read_to_string(&boxed).unwrap_or_else(|e| panic!("read {}: {e}", boxed.display()));
+    let settle = || std::thread::sleep(Duration::from_millis(1300));
+    std::fs::write(&host, "one\n").expect("write host.txt");
+    settle();
+    assert_eq!(read(), "one\n");
+    assert_eq!(read(), "one\n", "read again (from the page cache)");
+    // In place, same size: only mtime and ctime tell.
+    std::fs::write(&host, "two\n").expect("rewrite host.txt in place");
+    settle();
+    assert_eq!(read(), "two\n", "a change in place is read once the TTL passed");
+    assert_eq!(read(), "two\n");
+    let tmp = v.host.join("host.txt.new");
+    std::fs::write(&tmp, "three\n").expect("write host.txt.new");
+    std::fs::rename(&tmp, &host).expect("rename onto host.txt");
+    settle();
+    assert_eq!(read(), "three\n", "a file replaced by rename is read once the TTL passed");
+    // Appended while the box holds it open: the open file reads on.
+    let mut f = std::fs::File::open(&boxed).expect("open host.txt through seamfs");
+    std::fs::OpenOptions::new().append(true).open(&host).and_then(|mut h| std::io::Write::write_all(&mut h, b"four\n")).expect("append");
+    settle();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut f, &mut s).expect("read the open file");
+    assert!(s.starts_with("three\n"), "open file read {s:?}");
+    assert_eq!(read(), "three\nfour\n");
+}
