@@ -13,6 +13,7 @@ use super::{cvt, Core, Entry};
 use crate::handles::{FileHandle, IoMode};
 use crate::layer::Layer;
 use crate::lower::{fstat, same_file};
+use crate::policy::Class;
 
 /// A freshly opened file, ready to be registered once the reply can make a backing id.
 #[derive(Debug)]
@@ -76,10 +77,13 @@ impl<L: Layer> Core<L> {
         if p.direct_io {
             return Ok((FopenFlags::FOPEN_DIRECT_IO, false));
         }
-        let pass = p.passthrough && self.passthrough_active() && size >= self.layer.passthrough_min();
+        // The index and lock files (`index.lock` is the whole index, written at once) keep
+        // passthrough whatever their size at open: a lock is created empty.
+        let big = size >= self.layer.passthrough_min() || matches!(class, Class::Index | Class::Lock);
+        let pass = p.passthrough && self.passthrough_active() && big;
         let mut fopen = FopenFlags::empty();
         // Passthrough files have no page cache of their own; KEEP_CACHE only helps without it.
-        if matches!(class, crate::policy::Class::Objects) {
+        if matches!(class, Class::Objects) {
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
         }
         // Nothing to write back from a read-only file: its close need not reach seamfs.
