@@ -1,18 +1,21 @@
 //! The FUSE glue: each request becomes one call into `Core`, with one reply site and a debug span.
 
 use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::path::Path;
 use std::time::SystemTime;
 
 use fuser::{
-    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
     TimeOrNow, WriteFlags,
 };
-use tracing::{debug, debug_span, info, warn};
+use tracing::{debug, debug_span, info};
 
 use crate::core::{Caller, Core, Entry, Opened, XattrReply};
+use crate::handles::IoMode;
 use crate::layer::Layer;
 
 const GEN: Generation = Generation(0);
@@ -43,46 +46,55 @@ fn reply_xattr(reply: ReplyXattr, r: Result<XattrReply, Errno>) {
     }
 }
 
+/// How an open is answered: its handle, its flags and its passthrough registration, if any.
+struct Settled {
+    fh: FileHandle,
+    flags: FopenFlags,
+    backing: Option<Arc<BackingId>>,
+}
+
 impl<L: Layer> Core<L> {
-    /// Registers an opened file and answers OPEN, with passthrough when it was asked for and
-    /// the kernel takes the backing file.
-    fn reply_opened(&self, reply: ReplyOpen, o: Opened) {
-        if o.passthrough {
-            match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
-                Ok(id) => {
-                    let fh = self.register(o.fd, o.node);
-                    reply.opened_passthrough(FileHandle(fh), o.flags | FopenFlags::FOPEN_PASSTHROUGH, &id);
-                    self.keep_backing(fh, o.node, id);
-                    return;
-                }
-                Err(e) => warn!(error = %e, "passthrough refused for this file; serving reads and writes"),
+    /// Registers an opened file: with passthrough when it was asked for, the node's other open
+    /// files allow it and the kernel takes the backing file (`open_backing`); else through the
+    /// page cache (or direct I/O, as its class says).
+    fn settle(&self, o: Opened, open_backing: impl FnOnce(&OwnedFd) -> std::io::Result<BackingId>) -> Settled {
+        if o.flags.contains(FopenFlags::FOPEN_DIRECT_IO) {
+            let flags = o.flags;
+            return Settled { fh: FileHandle(self.register(o, false)), flags, backing: None };
+        }
+        let make = || match &o.fd {
+            Some(fd) => open_backing(fd),
+            None => Err(std::io::Error::from_raw_os_error(libc::EBADF)),
+        };
+        match self.choose_io(o.node, o.passthrough, make) {
+            IoMode::Passthrough(id) => {
+                let (node, flags) = (o.node, (o.flags - FopenFlags::FOPEN_KEEP_CACHE) | FopenFlags::FOPEN_PASSTHROUGH);
+                self.passthrough_opened(node);
+                let fh = self.register(o, false);
+                self.keep_backing(fh, node, id.clone());
+                Settled { fh: FileHandle(fh), flags, backing: Some(id) }
+            }
+            IoMode::Cached => {
+                let flags = self.cached_open_flags(&o);
+                Settled { fh: FileHandle(self.register(o, true)), flags, backing: None }
             }
         }
-        let fh = self.register(o.fd, o.node);
-        reply.opened(FileHandle(fh), o.flags);
+    }
+
+    fn reply_opened(&self, reply: ReplyOpen, o: Opened) {
+        let s = self.settle(o, |fd| reply.open_backing(fd));
+        match &s.backing {
+            Some(id) => reply.opened_passthrough(s.fh, s.flags, id),
+            None => reply.opened(s.fh, s.flags),
+        }
     }
 
     fn reply_created(&self, reply: ReplyCreate, e: Entry, o: Opened) {
-        if o.passthrough {
-            match self.shared_backing(o.node, || reply.open_backing(&o.fd)) {
-                Ok(id) => {
-                    let fh = self.register(o.fd, o.node);
-                    reply.created_passthrough(
-                        &e.entry_ttl,
-                        &e.attr,
-                        GEN,
-                        FileHandle(fh),
-                        o.flags | FopenFlags::FOPEN_PASSTHROUGH,
-                        &id,
-                    );
-                    self.keep_backing(fh, o.node, id);
-                    return;
-                }
-                Err(err) => warn!(error = %err, "passthrough refused for this file; serving reads and writes"),
-            }
+        let s = self.settle(o, |fd| reply.open_backing(fd));
+        match &s.backing {
+            Some(id) => reply.created_passthrough(&e.entry_ttl, &e.attr, GEN, s.fh, s.flags, id),
+            None => reply.created(&e.entry_ttl, &e.attr, GEN, s.fh, s.flags),
         }
-        let fh = self.register(o.fd, o.node);
-        reply.created(&e.entry_ttl, &e.attr, GEN, FileHandle(fh), o.flags);
     }
 }
 

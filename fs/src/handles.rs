@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 
 use dashmap::DashMap;
 use fuser::{BackingId, Errno, FileType};
@@ -12,10 +12,76 @@ use parking_lot::Mutex;
 /// An open file.
 #[derive(Debug)]
 pub struct FileHandle {
-    /// The lower file, opened with the box's flags.
-    pub fd: OwnedFd,
+    /// The lower file, opened with the box's flags; unset until first needed when the open was
+    /// deferred (`Core::file_fd`).
+    fd: OnceLock<OwnedFd>,
     /// The node it was opened as (an unlinked open file is reached through its handle).
     pub node: u64,
+    /// Served through the kernel's page cache (counted in the node's `NodeIo::cached`).
+    pub cached: bool,
+    /// The flags a deferred open opens the lower file with.
+    pub flags: i32,
+    /// The lower file's stamp and size at open.
+    pub stamp: u64,
+    /// Size at open.
+    pub size: u64,
+    /// Bytes from offset 0 that reads through seamfs served without a gap.
+    covered: AtomicU64,
+}
+
+impl FileHandle {
+    /// A handle on `fd`, or a deferred one (`fd` None) that opens the lower with `flags` on
+    /// first need.
+    pub fn new(fd: Option<OwnedFd>, node: u64, cached: bool, flags: i32, stamp: u64, size: u64) -> FileHandle {
+        let cell = OnceLock::new();
+        if let Some(fd) = fd {
+            let _ = cell.set(fd);
+        }
+        FileHandle { fd: cell, node, cached, flags, stamp, size, covered: AtomicU64::new(0) }
+    }
+
+    /// The lower file, if it is open.
+    pub fn opened(&self) -> Option<&OwnedFd> {
+        self.fd.get()
+    }
+
+    /// Sets the lower file of a deferred open (a racing open that got there first wins).
+    pub fn set_fd(&self, fd: OwnedFd) -> &OwnedFd {
+        let _ = self.fd.set(fd);
+        self.fd.get().expect("set above")
+    }
+
+    /// Reads served `n` bytes at `offset`.
+    pub fn served(&self, offset: u64, n: u64) {
+        let _ = self.covered.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (offset <= c && offset + n > c).then_some(offset + n)
+        });
+    }
+
+    /// Every byte of the file as opened went through seamfs's reads (so the kernel's page cache
+    /// held all of it).
+    pub fn read_whole(&self) -> bool {
+        self.covered.load(Ordering::Relaxed) >= self.size
+    }
+}
+
+/// How one node's open files reach their data. The kernel allows one way at a time per inode:
+/// a passthrough open while a page-cache open is alive fails (ETXTBSY), and so does the reverse.
+#[derive(Debug, Default)]
+struct NodeIo {
+    /// The live passthrough registration, while passthrough files are open.
+    backing: Weak<BackingId>,
+    /// Open files served through the page cache.
+    cached: usize,
+}
+
+/// The way an open file was given its data.
+#[derive(Debug)]
+pub enum IoMode {
+    /// FUSE passthrough to the lower file, with the node's one registration.
+    Passthrough(Arc<BackingId>),
+    /// Reads and writes through seamfs (and the kernel's page cache).
+    Cached,
 }
 
 /// One directory entry as read from the lower.
@@ -51,8 +117,8 @@ pub struct Handles {
     dirs: DashMap<u64, Arc<DirHandle>>,
     /// Passthrough registrations by handle (with the handle's node), kept alive until release.
     backings: DashMap<u64, (u64, Arc<BackingId>)>,
-    /// The live registration of each node with open passthrough files.
-    by_node: DashMap<u64, Weak<BackingId>>,
+    /// Per node with open files: its passthrough registration and its page-cache opens.
+    by_node: DashMap<u64, NodeIo>,
 }
 
 impl Handles {
@@ -77,32 +143,62 @@ impl Handles {
         self.files.get(&fh).map(|h| h.clone()).ok_or(Errno::EBADF)
     }
 
-    /// Forgets an open file (its fd closes when the last user drops it).
-    pub fn remove_file(&self, fh: u64) {
-        self.files.remove(&fh);
-        if let Some((_, (node, id))) = self.backings.remove(&fh) {
-            drop(id);
-            self.by_node.remove_if(&node, |_, w| w.strong_count() == 0);
+    /// Forgets an open file (its fd closes when the last user drops it); returns it.
+    pub fn remove_file(&self, fh: u64) -> Option<Arc<FileHandle>> {
+        let removed = self.files.remove(&fh);
+        let backing = self.backings.remove(&fh);
+        let node = match (&removed, &backing) {
+            (Some((_, h)), _) => h.node,
+            (None, Some((_, (node, _)))) => *node,
+            (None, None) => return None,
+        };
+        if let Some((_, h)) = &removed {
+            if h.cached {
+                if let Some(mut io) = self.by_node.get_mut(&node) {
+                    io.cached = io.cached.saturating_sub(1);
+                }
+            }
         }
+        drop(backing);
+        self.by_node.remove_if(&node, |_, io| io.cached == 0 && io.backing.strong_count() == 0);
+        removed.map(|(_, h)| h)
     }
 
-    /// The passthrough registration of `node`, made by `make` when no open file holds one.
+    /// True while `node` has passthrough files open.
+    pub fn has_backing(&self, node: u64) -> bool {
+        self.by_node.get(&node).is_some_and(|io| io.backing.strong_count() > 0)
+    }
+
+    /// Chooses how a new open file of `node` gets its data, and counts it.
     ///
     /// The kernel gives an inode one backing file: a second open whose reply names another
-    /// registration fails with EIO while the first is open. So all of a node's open files share
-    /// one; the shard lock of `by_node` keeps two first opens from both making one.
-    pub fn backing_for(
+    /// registration fails while the first is open, and passthrough and page-cache opens of one
+    /// inode exclude each other. So a node with passthrough files open gets passthrough with the
+    /// same registration; a node with page-cache files open gets the page cache; otherwise
+    /// `want_passthrough` decides, and `make` registers the file (a refusal falls back to the page
+    /// cache). The shard lock of `by_node` keeps two first opens from choosing differently.
+    pub fn choose_io(
         &self,
         node: u64,
+        want_passthrough: bool,
         make: impl FnOnce() -> std::io::Result<BackingId>,
-    ) -> std::io::Result<Arc<BackingId>> {
-        let mut slot = self.by_node.entry(node).or_default();
-        if let Some(id) = slot.upgrade() {
-            return Ok(id);
+    ) -> IoMode {
+        let mut io = self.by_node.entry(node).or_default();
+        if let Some(id) = io.backing.upgrade() {
+            return IoMode::Passthrough(id);
         }
-        let id = Arc::new(make()?);
-        *slot = Arc::downgrade(&id);
-        Ok(id)
+        if want_passthrough && io.cached == 0 {
+            match make() {
+                Ok(id) => {
+                    let id = Arc::new(id);
+                    io.backing = Arc::downgrade(&id);
+                    return IoMode::Passthrough(id);
+                }
+                Err(e) => tracing::warn!(error = %e, "passthrough refused for this file; serving reads and writes"),
+            }
+        }
+        io.cached += 1;
+        IoMode::Cached
     }
 
     /// Keeps a passthrough registration until the handle is released.

@@ -43,6 +43,12 @@ pub struct Node {
     pub nlookup: u64,
     /// An O_PATH fd kept by policy: the node then keeps reading the file it was looked up as.
     pub pinned: Option<Arc<OwnedFd>>,
+    /// The lower file's stamp at the last open served through the page cache (0: none), so
+    /// an unchanged file keeps its cached pages (`core::data`).
+    pub stamp: u64,
+    /// Some open at `stamp` read the whole file through seamfs: the kernel's page cache holds
+    /// it, and a read-only open may defer opening the lower (`core::data`).
+    pub complete: bool,
 }
 
 /// All nodes the kernel knows.
@@ -92,6 +98,8 @@ impl InodeTable {
                 class: root_class,
                 nlookup: 1,
                 pinned: None,
+                stamp: 0,
+                complete: false,
             },
         );
         t
@@ -127,6 +135,8 @@ impl InodeTable {
             class: f.class,
             nlookup: 0,
             pinned: None,
+            stamp: 0,
+            complete: false,
         });
         let node = entry.value_mut();
         if id != ROOT && (node.parent != f.parent || *node.name != *f.name) {
@@ -141,6 +151,8 @@ impl InodeTable {
             if node.pinned.take().is_some() {
                 self.pins.fetch_sub(1, Ordering::Relaxed);
             }
+            node.stamp = 0;
+            node.complete = false;
         }
         node.class = f.class;
         node.nlookup += 1;
@@ -191,6 +203,30 @@ impl InodeTable {
     /// Runs `f` on a node.
     pub fn with<T>(&self, id: u64, f: impl FnOnce(&Node) -> T) -> Result<T, Errno> {
         self.nodes.get(&id).map(|n| f(&n)).ok_or(Errno::ESTALE)
+    }
+
+    /// Sets a node's data stamp; returns the previous one (0 for an unknown node). A new stamp
+    /// forgets that the file was read whole.
+    pub fn swap_stamp(&self, id: u64, stamp: u64) -> u64 {
+        match self.nodes.get_mut(&id) {
+            Some(mut n) => {
+                let old = std::mem::replace(&mut n.stamp, stamp);
+                if old != stamp {
+                    n.complete = false;
+                }
+                old
+            }
+            None => 0,
+        }
+    }
+
+    /// An open at `stamp` read the whole file (ignored if the stamp moved on meanwhile).
+    pub fn mark_complete(&self, id: u64, stamp: u64) {
+        if let Some(mut n) = self.nodes.get_mut(&id) {
+            if n.stamp == stamp && stamp != 0 {
+                n.complete = true;
+            }
+        }
     }
 
     /// Changes a known node's class (a directory learnt to be a git dir).

@@ -76,6 +76,18 @@ pub trait Layer: Send + Sync + 'static {
     fn listings(&self) -> bool {
         false
     }
+
+    /// Smallest file that gets FUSE passthrough (smaller ones are read through the layer and
+    /// the page cache). 0: every file, as on a local lower where a passthrough open is cheap.
+    fn passthrough_min(&self) -> u64 {
+        0
+    }
+
+    /// Keep a file's cached pages across opens while it is unchanged, and skip FLUSH for
+    /// read-only opens (`core::data`).
+    fn read_cache(&self) -> bool {
+        false
+    }
 }
 
 /// seamfs's layer: the git path-policy table and the index split.
@@ -113,6 +125,14 @@ impl Layer for GitLayer {
     }
 
     fn listings(&self) -> bool {
+        true
+    }
+
+    fn passthrough_min(&self) -> u64 {
+        crate::policy::PASSTHROUGH_MIN
+    }
+
+    fn read_cache(&self) -> bool {
         true
     }
 }

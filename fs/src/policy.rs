@@ -60,6 +60,12 @@ pub struct CachePolicy {
 /// may read as the directory for this long, never a ref's value.
 pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
 
+/// Files from this size on get FUSE passthrough; smaller ones are read through seamfs and the
+/// kernel's page cache. Over a share, the kernel opens its own backing file for every
+/// passthrough open, which costs the share an open, a flush and a release: more than the one
+/// or two reads a small file takes through seamfs.
+pub const PASSTHROUGH_MIN: u64 = 1 << 20;
+
 /// The TTLs the table is built from.
 #[derive(Clone, Copy, Debug)]
 pub struct Ttls {

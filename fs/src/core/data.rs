@@ -10,55 +10,128 @@ use fuser::{BackingId, Errno, FopenFlags};
 
 use super::namespace::Caller;
 use super::{cvt, Core, Entry};
-use crate::handles::FileHandle;
+use crate::handles::{FileHandle, IoMode};
 use crate::layer::Layer;
 use crate::lower::{fstat, same_file};
+use crate::policy::Class;
 
 /// A freshly opened file, ready to be registered once the reply can make a backing id.
 #[derive(Debug)]
 pub struct Opened {
-    /// The lower file.
-    pub fd: OwnedFd,
+    /// The lower file; None for a deferred open (see `Core::open`).
+    pub fd: Option<OwnedFd>,
+    /// The flags the lower file is (or will be) opened with.
+    pub open_flags: i32,
+    /// Size at open.
+    pub size: u64,
     /// Open flags for the reply.
     pub flags: FopenFlags,
-    /// Whether the kernel should pass data through to `fd`.
+    /// Whether the kernel should pass data through to `fd` (if the node's other open files
+    /// allow it: `Handles::choose_io`).
     pub passthrough: bool,
     /// The node opened (passthrough registrations are shared per node).
     pub node: u64,
+    /// Opened read-only: the page cache may be kept when the file is unchanged.
+    pub read_only: bool,
+    /// The lower file's stamp at open (0: none; see `stamp`).
+    pub stamp: u64,
+}
+
+/// Read-only, and not truncating.
+fn read_only(flags: i32) -> bool {
+    flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_TRUNC == 0
+}
+
+/// A digest of what identifies a file's contents as of an open: inode, size, mtime and ctime
+/// (ctime changes with every write, and no one can set it back). Never 0.
+pub(crate) fn stamp(st: &libc::stat) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in [
+        st.st_ino,
+        st.st_size as u64,
+        st.st_mtime as u64,
+        st.st_mtime_nsec as u64,
+        st.st_ctime as u64,
+        st.st_ctime_nsec as u64,
+    ] {
+        h = (h ^ v).wrapping_mul(0x0000_0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    h.max(1)
 }
 
 /// Flags the lower open must not see again.
 const STRIP: i32 = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY;
 
 impl<L: Layer> Core<L> {
-    fn fopen_flags(&self, id: u64) -> Result<(FopenFlags, bool), Errno> {
+    /// Open flags and whether passthrough is wanted, for a file of `size` bytes opened with
+    /// `flags`.
+    ///
+    /// Passthrough makes a file's reads native, but over a FUSE or network share each open of a
+    /// passthrough file costs the share one more open, flush and release (the kernel opens its
+    /// own backing file on the share). A layer may ask for it only from a size on
+    /// (`Layer::passthrough_min`): smaller files are read through seamfs and the page cache.
+    fn fopen_flags(&self, id: u64, size: u64, flags: i32) -> Result<(FopenFlags, bool), Errno> {
         let class = self.class_of(id)?;
         let p = self.policy(class);
         if p.direct_io {
             return Ok((FopenFlags::FOPEN_DIRECT_IO, false));
         }
-        let pass = p.passthrough && self.passthrough_active();
-        let mut flags = FopenFlags::empty();
+        // The index and lock files (`index.lock` is the whole index, written at once) keep
+        // passthrough whatever their size at open: a lock is created empty.
+        let big = size >= self.layer.passthrough_min() || matches!(class, Class::Index | Class::Lock);
+        let pass = p.passthrough && self.passthrough_active() && big;
+        let mut fopen = FopenFlags::empty();
         // Passthrough files have no page cache of their own; KEEP_CACHE only helps without it.
-        if !pass && matches!(class, crate::policy::Class::Objects) {
+        if matches!(class, Class::Objects) {
+            fopen |= FopenFlags::FOPEN_KEEP_CACHE;
+        }
+        // Nothing to write back from a read-only file: its close need not reach seamfs.
+        if flags & libc::O_ACCMODE == libc::O_RDONLY && self.layer.read_cache() {
+            fopen |= FopenFlags::FOPEN_NOFLUSH;
+        }
+        Ok((fopen, pass))
+    }
+
+    /// The flags of an open file whose data goes through the page cache: keep the kernel's
+    /// cached pages when the node's last page-cache open saw the very same file (`stamp`), so a
+    /// file read again is not read from the share again. Any change on the lower (a write
+    /// changes ctime) or an open in passthrough mode in between drops them.
+    pub(crate) fn cached_open_flags(&self, o: &Opened) -> FopenFlags {
+        let previous = self.inodes.swap_stamp(o.node, o.stamp);
+        let mut flags = o.flags;
+        if o.read_only && o.stamp != 0 && previous == o.stamp && self.layer.read_cache() {
             flags |= FopenFlags::FOPEN_KEEP_CACHE;
         }
-        Ok((flags, pass))
+        flags
+    }
+
+    /// A passthrough open: pages cached before it no longer describe the file for sure.
+    pub(crate) fn passthrough_opened(&self, node: u64) {
+        self.inodes.swap_stamp(node, 0);
     }
 
     /// OPEN by process `pid`: the lower file with the box's flags, verified to be the node's.
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = flags & !STRIP;
         self.guard_open(id, flags, pid);
-        let (dev, ino, pinned) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone()))?;
-        let fd = match pinned {
+        let (dev, ino, pinned, class, kind) =
+            self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
+        if pinned.is_none() {
+            if let Some(o) = self.open_deferred(id, flags, dev, ino)? {
+                return Ok(o);
+            }
+        }
+        let (fd, st) = match pinned {
             // A pinned node reopens the very file it was looked up as.
             Some(p) => {
                 let path = crate::lower::proc_fd_path(p.as_raw_fd());
                 // SAFETY: valid C string; fd owned below.
                 let fd = cvt(unsafe { libc::open(path.as_ptr(), (flags | libc::O_CLOEXEC) & !libc::O_NOFOLLOW) })?;
                 // SAFETY: fresh fd.
-                unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }
+                let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
+                let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
+                (fd, st)
             }
             None => {
                 let path = self.inodes.path(id)?;
@@ -68,14 +141,68 @@ impl<L: Layer> Core<L> {
                     Err(e) => return Err(Errno::from(e)),
                 };
                 let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-                if !same_file(&st, dev, ino) {
+                if !same_file(&st, dev, ino) && !super::serves_name(class, kind, &st) {
                     return Err(Errno::ESTALE);
                 }
-                fd
+                (fd, st)
             }
         };
-        let (fopen, passthrough) = self.fopen_flags(id)?;
-        Ok(Opened { fd, flags: fopen, passthrough, node: id })
+        let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags)?;
+        let size = st.st_size as u64;
+        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st) })
+    }
+
+    /// A read-only open of a file the kernel's page cache holds whole, unchanged since (same
+    /// stamp): answered without opening the lower, so the share pays no open, flush and
+    /// release for a file read again. The lower file is opened if a read still comes (the
+    /// kernel dropped pages), verified to be the same file (`file_fd`).
+    fn open_deferred(&self, id: u64, flags: i32, dev: u64, ino: u64) -> Result<Option<Opened>, Errno> {
+        if !self.layer.read_cache() || !read_only(flags) || self.handles.has_backing(id) {
+            return Ok(None);
+        }
+        let class = self.class_of(id)?;
+        if self.policy(class).direct_io {
+            return Ok(None);
+        }
+        let (node_stamp, complete) = self.inodes.with(id, |n| (n.stamp, n.complete))?;
+        if !complete {
+            return Ok(None);
+        }
+        let path = self.inodes.path(id)?;
+        let st = match self.lower.stat(&path) {
+            Ok(st) => st,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
+            Err(e) => return Err(Errno::from(e)),
+        };
+        let size = st.st_size as u64;
+        if !same_file(&st, dev, ino) || stamp(&st) != node_stamp || st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(None);
+        }
+        let (fopen, passthrough) = self.fopen_flags(id, size, flags)?;
+        if passthrough {
+            return Ok(None);
+        }
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp }))
+    }
+
+    /// The lower file of an open handle, opened now if the open was deferred. A deferred file
+    /// whose name now leads elsewhere is EIO: the box's open file is gone from the lower.
+    pub(crate) fn file_fd<'h>(&self, h: &'h FileHandle) -> Result<&'h OwnedFd, Errno> {
+        if let Some(fd) = h.opened() {
+            return Ok(fd);
+        }
+        let (dev, ino) = self.inodes.with(h.node, |n| (n.dev, n.ino)).map_err(|_| Errno::EIO)?;
+        let path = self.inodes.path(h.node).map_err(|_| Errno::EIO)?;
+        let fd = self.lower.open_at(&path, h.flags, 0).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => Errno::EIO,
+            _ => Errno::from(e),
+        })?;
+        let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
+        if !same_file(&st, dev, ino) {
+            tracing::warn!(node = h.node, "a deferred open's file was replaced on the lower before its first read");
+            return Err(Errno::EIO);
+        }
+        Ok(h.set_fd(fd))
     }
 
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.
@@ -116,22 +243,24 @@ impl<L: Layer> Core<L> {
         };
         self.guard_created(parent, &child, class, who.pid, created.as_ref());
         let node = entry.attr.ino.0;
-        let (fopen, passthrough) = self.fopen_flags(node)?;
-        Ok((entry, Opened { fd, flags: fopen, passthrough, node }))
+        let size = created.map_or(0, |st| st.st_size as u64);
+        let (fopen, passthrough) = self.fopen_flags(node, size, open_flags)?;
+        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0 }))
     }
 
     /// Registers an opened file; returns the handle id.
-    pub fn register(&self, fd: OwnedFd, node: u64) -> u64 {
-        self.handles.add_file(FileHandle { fd, node })
+    pub fn register(&self, o: Opened, cached: bool) -> u64 {
+        self.handles.add_file(FileHandle::new(o.fd, o.node, cached, o.open_flags, o.stamp, o.size))
     }
 
-    /// The passthrough registration for `node`'s open files, made by `make` when none is alive.
-    pub fn shared_backing(
+    /// How a new open file of `node` gets its data (`Handles::choose_io`).
+    pub fn choose_io(
         &self,
         node: u64,
+        want_passthrough: bool,
         make: impl FnOnce() -> std::io::Result<BackingId>,
-    ) -> std::io::Result<std::sync::Arc<BackingId>> {
-        self.handles.backing_for(node, make)
+    ) -> IoMode {
+        self.handles.choose_io(node, want_passthrough, make)
     }
 
     /// Keeps the kernel's passthrough registration of `fh` (on `node`) until release.
@@ -142,13 +271,14 @@ impl<L: Layer> Core<L> {
     /// READ (when not passed through).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let h = self.handles.file(fh)?;
+        let fd = self.file_fd(&h)?;
         let mut buf = vec![0u8; size as usize];
         let mut done = 0usize;
         while done < buf.len() {
             // SAFETY: valid fd and a buffer of at least the requested remaining length.
             let n = unsafe {
                 libc::pread(
-                    h.fd.as_raw_fd(),
+                    fd.as_raw_fd(),
                     buf[done..].as_mut_ptr().cast(),
                     buf.len() - done,
                     (offset + done as u64) as libc::off_t,
@@ -167,6 +297,7 @@ impl<L: Layer> Core<L> {
             done += n as usize;
         }
         buf.truncate(done);
+        h.served(offset, done as u64);
         Ok(buf)
     }
 
@@ -174,7 +305,7 @@ impl<L: Layer> Core<L> {
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
         let h = self.handles.file(fh)?;
         // SAFETY: valid fd and buffer.
-        let n = unsafe { libc::pwrite(h.fd.as_raw_fd(), data.as_ptr().cast(), data.len(), offset as libc::off_t) };
+        let n = unsafe { libc::pwrite(self.file_fd(&h)?.as_raw_fd(), data.as_ptr().cast(), data.len(), offset as libc::off_t) };
         if n < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }
@@ -184,27 +315,34 @@ impl<L: Layer> Core<L> {
     /// FLUSH: close a duplicate, so the lower sees a close as it would without seamfs.
     pub fn flush(&self, fh: u64) -> Result<(), Errno> {
         let h = self.handles.file(fh)?;
-        let dup = h.fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;
+        let Some(fd) = h.opened() else { return Ok(()) };
+        let dup = fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;
         drop(dup);
         Ok(())
     }
 
     /// RELEASE.
     pub fn release(&self, fh: u64) {
-        self.handles.remove_file(fh);
+        if let Some(h) = self.handles.remove_file(fh) {
+            if h.cached && h.read_whole() {
+                self.inodes.mark_complete(h.node, h.stamp);
+            }
+        }
     }
 
     /// FSYNC.
     pub fn fsync(&self, fh: u64, datasync: bool) -> Result<(), Errno> {
         let h = self.handles.file(fh)?;
-        sync_fd(h.fd.as_fd(), datasync)
+        // A deferred open was never written through.
+        let Some(fd) = h.opened() else { return Ok(()) };
+        sync_fd(fd.as_fd(), datasync)
     }
 
     /// LSEEK (SEEK_DATA / SEEK_HOLE need the lower).
     pub fn lseek(&self, fh: u64, offset: i64, whence: i32) -> Result<i64, Errno> {
         let h = self.handles.file(fh)?;
         // SAFETY: valid fd.
-        let r = unsafe { libc::lseek(h.fd.as_raw_fd(), offset as libc::off_t, whence) };
+        let r = unsafe { libc::lseek(self.file_fd(&h)?.as_raw_fd(), offset as libc::off_t, whence) };
         if r < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }
@@ -215,7 +353,7 @@ impl<L: Layer> Core<L> {
     pub fn fallocate(&self, fh: u64, offset: u64, length: u64, mode: i32) -> Result<(), Errno> {
         let h = self.handles.file(fh)?;
         // SAFETY: valid fd.
-        cvt(unsafe { libc::fallocate(h.fd.as_raw_fd(), mode, offset as libc::off_t, length as libc::off_t) }).map(drop)
+        cvt(unsafe { libc::fallocate(self.file_fd(&h)?.as_raw_fd(), mode, offset as libc::off_t, length as libc::off_t) }).map(drop)
     }
 
     /// COPY_FILE_RANGE, done by the lower where it can.
@@ -224,8 +362,9 @@ impl<L: Layer> Core<L> {
         let b = self.handles.file(fh_out)?;
         let mut oi = off_in as libc::loff_t;
         let mut oo = off_out as libc::loff_t;
+        let (fa, fb) = (self.file_fd(&a)?.as_raw_fd(), self.file_fd(&b)?.as_raw_fd());
         // SAFETY: valid fds and offset pointers.
-        let n = unsafe { libc::copy_file_range(a.fd.as_raw_fd(), &mut oi, b.fd.as_raw_fd(), &mut oo, len as usize, 0) };
+        let n = unsafe { libc::copy_file_range(fa, &mut oi, fb, &mut oo, len as usize, 0) };
         if n < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }

@@ -147,7 +147,8 @@ impl<L: Layer> Core<L> {
 
     /// The stat of a node, verified to still be the same file (ESTALE otherwise).
     pub(crate) fn stat_node(&self, id: u64) -> Result<libc::stat, Errno> {
-        let (dev, ino, pinned, class) = self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class))?;
+        let (dev, ino, pinned, class, kind) =
+            self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
         if let Some(fd) = pinned {
             return fstat(fd.as_raw_fd()).map_err(io_err);
         }
@@ -157,6 +158,9 @@ impl<L: Layer> Core<L> {
         }
         match self.lower.stat(&path) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
+            // A live ref the host replaced by rename since the kernel looked it up: the box
+            // asked about the name, and the name holds a newer file (see `serves_name`).
+            Ok(st) if serves_name(class, kind, &st) => Ok(st),
             // Replaced or gone on the lower: make the kernel walk the path again.
             Ok(_) => Err(Errno::ESTALE),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),
@@ -285,12 +289,13 @@ impl<L: Layer> Core<L> {
     /// GETATTR; with an open handle the handle's file answers.
     pub fn getattr(&self, id: u64, fh: Option<u64>) -> Result<(FileAttr, Duration), Errno> {
         let class = self.class_of(id)?;
-        let st = match fh.map(|fh| self.handles.file(fh)) {
-            Some(Ok(h)) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+        let opened = fh.and_then(|fh| self.handles.file(fh).ok()).filter(|h| h.opened().is_some());
+        let st = match opened.as_ref().and_then(|h| h.opened()) {
+            Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
             _ => match self.stat_node(id) {
                 // fstat of a file unlinked while open comes without a handle: use any open one.
                 Err(e) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                    Some(h) => fstat(h.fd.as_raw_fd()).map_err(io_err)?,
+                    Some(h) => fstat(self.file_fd(&h)?.as_raw_fd()).map_err(io_err)?,
                     None => return Err(e),
                 },
                 r => r?,
@@ -316,9 +321,9 @@ impl<L: Layer> Core<L> {
         // An open file is changed through its own fd: its name may be gone (unlinked while open).
         let node = match (&handle, self.node_fd(id)) {
             (_, Ok(fd)) => fd,
-            (Some(h), Err(_)) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+            (Some(h), Err(_)) => Arc::new(self.file_fd(h)?.try_clone().map_err(io_err)?),
             (None, Err(e)) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                Some(h) => Arc::new(h.fd.try_clone().map_err(io_err)?),
+                Some(h) => Arc::new(self.file_fd(&h)?.try_clone().map_err(io_err)?),
                 None => return Err(e),
             },
             (None, Err(e)) => return Err(e),
@@ -342,7 +347,7 @@ impl<L: Layer> Core<L> {
         if let Some(size) = size {
             let _ = match &handle {
                 // SAFETY: valid fd.
-                Some(h) => cvt(unsafe { libc::ftruncate(h.fd.as_raw_fd(), size as libc::off_t) })?,
+                Some(h) => cvt(unsafe { libc::ftruncate(self.file_fd(h)?.as_raw_fd(), size as libc::off_t) })?,
                 // SAFETY: valid C string.
                 None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
             };
@@ -360,7 +365,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let st = match &handle {
-            Some(h) => fstat(h.fd.as_raw_fd()),
+            Some(h) => fstat(self.file_fd(h)?.as_raw_fd()),
             None => fstat(node.as_raw_fd()),
         }
         .map_err(io_err)?;
@@ -393,6 +398,16 @@ impl<L: Layer> Core<L> {
         }
         self.stat_node(id).map(drop)
     }
+}
+
+/// A live ref (HEAD, a branch, `config`, `packed-refs`...) is only ever replaced whole, by
+/// rename, and is read by its name: when the node the kernel holds is no longer at its name but a
+/// file of the same kind is, that file answers. ESTALE would make the kernel walk the path once
+/// more, and a host rewriting HEAD in a loop (`git checkout`, `update-ref`) can replace it again
+/// before that walk ends: the second ESTALE reaches git, whose `is_git_directory` then says
+/// "not a git repository". The kind must match: the kernel takes a changed type for a bad inode.
+pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
+    class == Class::LiveRef && st.st_mode & libc::S_IFMT == kind
 }
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.

@@ -356,3 +356,80 @@ fn stale_missing_fault_shows_raw_and_seamfs_reads_fresh() {
 fn stale_old_fault_shows_raw_and_seamfs_reads_fresh() {
     faults_show_raw_and_seamfs_reads_fresh("stale-old", Seen::Old);
 }
+
+/// (d) The host rewriting HEAD by rename in a loop (detach, re-attach) never makes the repository
+/// read as absent through seamfs: a node the kernel holds for HEAD that the host replaced
+/// answers with the file now at the name, rather than ESTALE, which the kernel retries only once
+/// (a second replacement during the retry reached git as "not a git repository").
+#[test]
+fn host_rewriting_head_never_hides_the_repository() {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    const READS: usize = 800;
+    let v = Views::new("head-flips", &[]);
+    let head = git(&v.host, &["rev-parse", "HEAD"]);
+    git(&v.seamfs.mnt, &["rev-parse", "HEAD"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let flipper = {
+        let (stop, host) = (stop.clone(), v.host.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                git(&host, &["update-ref", "--no-deref", "HEAD", &head]);
+                git(&host, &["symbolic-ref", "HEAD", "refs/heads/main"]);
+                flips += 2;
+            }
+            flips
+        })
+    };
+    let mut failures = Vec::new();
+    for _ in 0..READS {
+        if let Err(e) = try_git(&v.seamfs.mnt, &["rev-parse", "--git-dir", "HEAD"]) {
+            failures.push(e);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flips = flipper.join().expect("the host loop panicked");
+    eprintln!("{READS} box reads during {flips} host rewrites of HEAD: {} failed", failures.len());
+    assert!(flips > 100, "the host rewrote HEAD only {flips} times: the test shows nothing");
+    assert!(
+        failures.is_empty(),
+        "{} of {READS} box reads failed while the host rewrote HEAD, first: {}\nseamfs log:\n{}",
+        failures.len(),
+        failures[0],
+        v.seamfs.log()
+    );
+}
+
+/// (e) Work-tree files read again keep the kernel's page cache only while they are unchanged:
+/// a host change in place or by rename is read through seamfs once the share's TTL has passed,
+/// however often the file was read before (the second read opens nothing on the lower).
+#[test]
+fn work_tree_pages_are_kept_only_while_the_file_is_unchanged() {
+    let v = Views::new("page-cache", &[]);
+    let (host, boxed) = (v.host.join("host.txt"), v.seamfs.mnt.join("host.txt"));
+    let read = || std::fs::read_to_string(&boxed).unwrap_or_else(|e| panic!("read {}: {e}", boxed.display()));
+    let settle = || std::thread::sleep(Duration::from_millis(1300));
+    std::fs::write(&host, "one\n").expect("write host.txt");
+    settle();
+    assert_eq!(read(), "one\n");
+    assert_eq!(read(), "one\n", "read again (from the page cache)");
+    // In place, same size: only mtime and ctime tell.
+    std::fs::write(&host, "two\n").expect("rewrite host.txt in place");
+    settle();
+    assert_eq!(read(), "two\n", "a change in place is read once the TTL passed");
+    assert_eq!(read(), "two\n");
+    let tmp = v.host.join("host.txt.new");
+    std::fs::write(&tmp, "three\n").expect("write host.txt.new");
+    std::fs::rename(&tmp, &host).expect("rename onto host.txt");
+    settle();
+    assert_eq!(read(), "three\n", "a file replaced by rename is read once the TTL passed");
+    // Appended while the box holds it open: the open file reads on.
+    let mut f = std::fs::File::open(&boxed).expect("open host.txt through seamfs");
+    std::fs::OpenOptions::new().append(true).open(&host).and_then(|mut h| std::io::Write::write_all(&mut h, b"four\n")).expect("append");
+    settle();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut f, &mut s).expect("read the open file");
+    assert!(s.starts_with("three\n"), "open file read {s:?}");
+    assert_eq!(read(), "three\nfour\n");
+}
