@@ -186,7 +186,9 @@ impl<L: Layer> Core<L> {
     }
 
     /// The lower file of an open handle, opened now if the open was deferred. A deferred file
-    /// whose name now leads elsewhere is EIO: the box's open file is gone from the lower.
+    /// whose name now leads elsewhere is ESTALE (as NFS answers for an open file removed on the
+    /// server): the box's open file is gone from the lower, and another file's bytes must not be
+    /// served under it.
     pub(crate) fn file_fd<'h>(&self, h: &'h FileHandle) -> Result<&'h OwnedFd, Errno> {
         if let Some(fd) = h.opened() {
             return Ok(fd);
@@ -194,13 +196,13 @@ impl<L: Layer> Core<L> {
         let (dev, ino) = self.inodes.with(h.node, |n| (n.dev, n.ino)).map_err(|_| Errno::EIO)?;
         let path = self.inodes.path(h.node).map_err(|_| Errno::EIO)?;
         let fd = self.lower.open_at(&path, h.flags, 0).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) => Errno::EIO,
+            Some(libc::ENOENT) => Errno::ESTALE,
             _ => Errno::from(e),
         })?;
         let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
         if !same_file(&st, dev, ino) {
             tracing::warn!(node = h.node, "a deferred open's file was replaced on the lower before its first read");
-            return Err(Errno::EIO);
+            return Err(Errno::ESTALE);
         }
         Ok(h.set_fd(fd))
     }
