@@ -313,6 +313,7 @@ impl<L: Layer> Core<L> {
     /// The box touches its index: if HEAD moved since `index-box`'s sync point (a host move:
     /// box moves advance the sync point), heal `index-box` onto it.
     pub(crate) fn reverse_heal(&self, gitdir: &Path) {
+        let _one_at_a_time = self.reverse_heals.lock();
         if self.reverse_heal_copies(gitdir) {
             trim_heap();
         }

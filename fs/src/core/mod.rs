@@ -85,6 +85,9 @@ pub struct Core<L: Layer> {
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
     /// Recent work-tree directory listings (see `listing`).
     pub(crate) listings: listing::Listings,
+    /// One reverse heal at a time: a lookup of `index` during another's heal waits for it
+    /// rather than find the heal's lock, skip, and hand the box the index being replaced.
+    pub(crate) reverse_heals: parking_lot::Mutex<()>,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -110,6 +113,7 @@ impl<L: Layer> Core<L> {
             judge,
             extra_gitdirs: Default::default(),
             listings: Default::default(),
+            reverse_heals: Default::default(),
         })
     }
 
