@@ -51,7 +51,12 @@ struct NothingToCommit {
     /// The line is in the work tree and not in HEAD, yet git saw no change: an index whose stat
     /// data claims the file clean.
     hidden: u64,
+    /// What the first few hidden cases looked like (index entry, file, HEAD's moves).
+    samples: Vec<String>,
 }
+
+/// Hidden cases described in the report.
+const HIDDEN_SAMPLES: usize = 3;
 
 impl NothingToCommit {
     fn classify(&mut self, host: &Path, line: &str) -> Result<(), LabError> {
@@ -63,9 +68,37 @@ impl NothingToCommit {
             self.wiped += 1;
         } else {
             self.hidden += 1;
+            if self.samples.len() < HIDDEN_SAMPLES {
+                self.samples.push(hidden_sample(host, line, &wt)?);
+            }
         }
         Ok(())
     }
+}
+
+/// The evidence of one hidden change, right after git missed it: the index's entry for
+/// `host.txt` (blob and stat), the file's stat and blob, and HEAD's recent moves.
+fn hidden_sample(host: &Path, line: &str, wt: &str) -> Result<String, LabError> {
+    use std::os::unix::fs::MetadataExt;
+    let out = |args: &[&str]| -> Result<String, LabError> {
+        Ok(git_run(host, args)?.stdout.split_whitespace().collect::<Vec<_>>().join(" "))
+    };
+    let entry = out(&["ls-files", "-s", "--debug", "host.txt"])?;
+    let file_blob = out(&["hash-object", "host.txt"])?;
+    let head_blob = out(&["rev-parse", "HEAD:host.txt"])?;
+    let moves = out(&["reflog", "-4", "--format=%h %gs"])?;
+    let meta = std::fs::metadata(host.join("host.txt")).map_err(|e| LabError::new("stat host.txt", host, e))?;
+    let index = std::fs::metadata(host.join(".git/index")).map_err(|e| LabError::new("stat index", host, e))?;
+    Ok(format!(
+        "hidden {line:?}: index entry [{entry}]; file size {} mtime {}.{:09} ino {} ({} lines) blob {file_blob}; HEAD blob {head_blob}; index file mtime {}.{:09}; HEAD moves [{moves}]",
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ino(),
+        wt.lines().count(),
+        index.mtime(),
+        index.mtime_nsec()
+    ))
 }
 
 fn host_committer(host: &Path, until: Instant, period: Duration) -> Result<HostSide, LabError> {
@@ -204,6 +237,9 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
     if let Some(n) = h.commits.reasons_note("host commit", 3) {
         f.note(n);
+    }
+    for sample in &h.nothing.samples {
+        f.note(sample.clone());
     }
     if let Some(r) = roots.first() {
         f.note(format!("root commit {r} (of {})", roots.len()));

@@ -19,6 +19,7 @@ use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
 use crate::index::names::{INDEX_BOX, INDEX_BOX_LOCK, SHARED_INDEX};
 use crate::index::seed::{publish, NewFile};
+use crate::judge::procs::Proc;
 use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
 
@@ -376,5 +377,41 @@ impl<L: Layer> Core<L> {
             Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "index-box not healed after a host move"),
         }
         true
+    }
+
+    /// A box process looks up its index: note the sync point it reads it at (its first read
+    /// since it last wrote its index).
+    pub(crate) fn note_index_read(&self, gitdir_node: u64, pid: u32) {
+        let Ok(c) = self.inodes.path(gitdir_node) else { return };
+        let gitdir = super::dotgit::rel_path(&c);
+        let p = Proc::of(pid);
+        if self.judge.tracker.has_index_read(p, &gitdir) {
+            return;
+        }
+        if let Some(base) = self.base(&gitdir) {
+            self.judge.tracker.note_index_read(p, &gitdir, base);
+        }
+    }
+
+    /// A box process renamed its lock onto `index-box`: what it wrote derives from what it
+    /// read. `git commit` reads the index, then takes the lock (the reverse heal runs there),
+    /// then writes what it read: if the sync point moved in between, the written index is
+    /// still at the old one, so the sync point goes back and the next touch heals again.
+    pub(crate) fn index_written(&self, p: Proc, gitdir: &Path) {
+        let Some(read_at) = self.judge.tracker.take_index_read(p, gitdir) else { return };
+        if self.base(gitdir).is_some_and(|now| now != read_at) {
+            info!(gitdir = %gitdir.display(), sync_point = %read_at, "index-box rewritten from a read before a heal: healing it again on the next touch");
+            self.set_base(gitdir, &read_at);
+        }
+    }
+
+    /// A box process moved a branch: its index reads now count from the sync point that move
+    /// left (its commit index is the new commit's tree).
+    pub(crate) fn index_reads_follow_move(&self, p: Proc) {
+        for gitdir in self.judge.tracker.index_reads_of(p) {
+            if let Some(base) = self.base(&gitdir) {
+                self.judge.tracker.set_index_read(p, &gitdir, base);
+            }
+        }
     }
 }

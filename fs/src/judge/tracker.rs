@@ -41,6 +41,9 @@ struct ProcSeen {
 pub struct Tracker {
     procs: DashMap<u32, ProcSeen>,
     own_ops: DashMap<PathBuf, HashSet<String>>,
+    /// Per box process: the sync point of `index-box` when it first read its index since its
+    /// last write of it, per git dir (see `core::heal_seal::index_written`).
+    index_reads: DashMap<(u32, u64), HashMap<PathBuf, String>>,
 }
 
 impl Tracker {
@@ -161,9 +164,37 @@ impl Tracker {
         self.own_ops.get(gitdir).map(|s| s.iter().cloned().collect()).unwrap_or_default()
     }
 
+    /// True when the process has read its index in `gitdir` since it last wrote it.
+    pub fn has_index_read(&self, p: Proc, gitdir: &Path) -> bool {
+        self.index_reads.get(&(p.pid, p.start)).is_some_and(|m| m.contains_key(gitdir))
+    }
+
+    /// Records the sync point at the process's first read of its index (kept until it writes).
+    pub fn note_index_read(&self, p: Proc, gitdir: &Path, base: String) {
+        self.index_reads.entry((p.pid, p.start)).or_default().entry(gitdir.to_path_buf()).or_insert(base);
+    }
+
+    /// The sync point the process read its index at, forgotten (it just wrote its index).
+    pub fn take_index_read(&self, p: Proc, gitdir: &Path) -> Option<String> {
+        self.index_reads.get_mut(&(p.pid, p.start))?.remove(gitdir)
+    }
+
+    /// The git dirs whose index the process has read since it last wrote it.
+    pub fn index_reads_of(&self, p: Proc) -> Vec<PathBuf> {
+        self.index_reads.get(&(p.pid, p.start)).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Moves the process's recorded sync point (its own move of the branch advanced it).
+    pub fn set_index_read(&self, p: Proc, gitdir: &Path, base: String) {
+        if let Some(mut m) = self.index_reads.get_mut(&(p.pid, p.start)) {
+            m.insert(gitdir.to_path_buf(), base);
+        }
+    }
+
     /// Drops the records of processes that are gone.
     pub fn prune(&self) {
         self.procs.retain(|pid, seen| Proc { pid: *pid, start: seen.start }.alive());
+        self.index_reads.retain(|(pid, start), _| Proc { pid: *pid, start: *start }.alive());
     }
 
     /// Number of processes tracked.
