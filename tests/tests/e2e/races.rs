@@ -321,10 +321,11 @@ fn full_autostash() {
     r.seamfs_zero(&["work_lost", "fsck_problems"]);
 }
 
-/// KNOWN TO FAIL at times (docs/lab.md, bug 6): a box commit on a fresh host commit takes the
-/// host's change back (2 of 181 box commits in one of three full-size runs).
+/// Bug 6 of docs/lab.md (a box commit took a host change back, 1-2 of ~190 box commits in one of
+/// three full-size runs) showed here; fixed by putting the sync point back when the box writes an
+/// index it read before a heal.
 #[test]
-#[ignore = "full size: about 2 minutes; fails at times (bug 6 in docs/lab.md)"]
+#[ignore = "full size: about 2 minutes"]
 fn full_ide() {
     let r = race("ide", &[]);
     r.seamfs_zero(&IDE_INVARIANTS);
