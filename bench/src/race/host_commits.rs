@@ -87,10 +87,11 @@ fn hidden_sample(host: &Path, line: &str, wt: &str) -> Result<String, LabError> 
     let file_blob = out(&["hash-object", "host.txt"])?;
     let head_blob = out(&["rev-parse", "HEAD:host.txt"])?;
     let moves = out(&["reflog", "-4", "--format=%h %gs"])?;
+    let deleted_by = out(&["log", "-2", "--diff-filter=D", "--format=%h %s (parent %p)", "--", "host.txt"])?;
     let meta = std::fs::metadata(host.join("host.txt")).map_err(|e| LabError::new("stat host.txt", host, e))?;
     let index = std::fs::metadata(host.join(".git/index")).map_err(|e| LabError::new("stat index", host, e))?;
     Ok(format!(
-        "hidden {line:?}: index entry [{entry}]; file size {} mtime {}.{:09} ino {} ({} lines) blob {file_blob}; HEAD blob {head_blob}; index file mtime {}.{:09}; HEAD moves [{moves}]",
+        "hidden {line:?}: index entry [{entry}]; file size {} mtime {}.{:09} ino {} ({} lines) blob {file_blob}; HEAD blob {head_blob}; index file mtime {}.{:09}; HEAD moves [{moves}]; host.txt deleted by [{deleted_by}]",
         meta.size(),
         meta.mtime(),
         meta.mtime_nsec(),
