@@ -48,8 +48,9 @@ struct NothingToCommit {
     in_head: u64,
     /// The line is gone from the work tree: a box `reset --hard` wrote over it.
     wiped: u64,
-    /// The line is in the work tree and not in HEAD, yet git saw no change: an index whose stat
-    /// data claims the file clean.
+    /// The line is in the work tree and not in HEAD, yet git saw no change. Seen so far: a host
+    /// `commit -a` that ran inside a box `reset --hard`'s unlink-then-create of `host.txt`
+    /// committed its deletion, so the file is untracked since (docs/lab.md, bug 5).
     hidden: u64,
     /// What the first few hidden cases looked like (index entry, file, HEAD's moves).
     samples: Vec<String>,
