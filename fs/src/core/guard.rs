@@ -22,9 +22,6 @@ use crate::judge::verdict::{self, judge_file, judge_ops, judge_ref, Target, Verd
 use crate::layer::Layer;
 use crate::policy::Class;
 
-/// The tail of the lower path of the box's index lock.
-const INDEX_BOX_LOCK_SUFFIX: &[u8] = b"/index-box.lock";
-
 /// What to record once a judged rename has gone through.
 #[derive(Debug)]
 pub(crate) struct AfterRename {
@@ -443,7 +440,8 @@ impl<L: Layer> Core<L> {
     pub(crate) fn guard_renamed(&self, mut after: AfterRename) {
         self.finish_heals(std::mem::take(&mut after.heals), true);
         self.judge.locks.released(&after.lock);
-        if self.layer.index_split() && after.lock.to_bytes().ends_with(INDEX_BOX_LOCK_SUFFIX) {
+        let lock_name = Path::new(OsStr::from_bytes(after.lock.to_bytes())).file_name();
+        if self.layer.index_split() && lock_name == Some(OsStr::new(crate::index::names::INDEX_BOX_LOCK)) {
             self.index_written(after.proc_, &after.dir);
         }
         if matches!(after.target, Target::Ref(_)) {

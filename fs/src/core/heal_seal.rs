@@ -64,11 +64,8 @@ impl<L: Layer> Core<L> {
     /// The work trees whose HEAD is on `refname` in common dir `common` (main and linked).
     fn gitdirs_on(&self, common: &Path, refname: &str) -> Vec<PathBuf> {
         let mut dirs = vec![common.to_path_buf()];
-        if let Ok(fd) = self.lower.open_at(&cpath(&common.join("worktrees")), libc::O_RDONLY | libc::O_DIRECTORY, 0) {
-            use std::os::fd::AsRawFd;
-            if let Ok(rd) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
-                dirs.extend(rd.filter_map(|e| e.ok()).map(|e| common.join("worktrees").join(e.file_name())));
-            }
+        if let Ok(listed) = self.lower.list(&cpath(&common.join("worktrees"))) {
+            dirs.extend(listed.into_iter().map(|(n, _)| common.join("worktrees").join(n)));
         }
         dirs.retain(|g| {
             matches!(GitDirRef::open(&self.lower, g.clone()).head(), Ok(Some(Head::Symbolic(b))) if b == refname)

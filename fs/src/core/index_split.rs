@@ -2,7 +2,6 @@
 //! the box committing its index (rename onto `index`) publishes a shared index the host lacks.
 
 use std::ffi::{CStr, OsStr};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use fuser::Errno;
@@ -22,9 +21,8 @@ impl<L: Layer> Core<L> {
         if !self.layer.index_split() || self.child_class(parent, name, true).ok() != Some(Class::GitDir) {
             return false;
         }
-        let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY | libc::O_DIRECTORY, 0) else { return false };
-        let Ok(entries) = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd())) else { return false };
-        let names: Vec<std::ffi::OsString> = entries.filter_map(|e| e.ok().map(|e| e.file_name())).collect();
+        let Ok(listed) = self.lower.list(path) else { return false };
+        let names: Vec<std::ffi::OsString> = listed.into_iter().map(|(n, _)| n).collect();
         if names.is_empty() || names.iter().any(|n| to_box(n).is_some()) {
             return false;
         }
