@@ -288,7 +288,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let _s = debug_span!("opendir", ino = ino.0).entered();
         match Core::opendir(self, ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
         }
     }

@@ -97,6 +97,42 @@ pub struct DirEntry {
     pub kind: FileType,
 }
 
+/// A directory's entries as the box sees them, tagged with a digest of their content.
+///
+/// The tag goes into every offset handed to the kernel (see [`Listing::offset`]), so the
+/// kernel's own directory cache can never splice two different listings together, and it tells
+/// whether the listing the kernel cached is still the one on the lower.
+#[derive(Debug)]
+pub struct Listing {
+    /// The entries, in the lower's order.
+    pub entries: Vec<DirEntry>,
+    /// 31-bit digest of names, inode numbers and types; never zero.
+    pub tag: u32,
+}
+
+impl Listing {
+    /// Tags `entries` by their content.
+    pub fn new(entries: Vec<DirEntry>) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for e in &entries {
+            (&e.name, e.ino, e.kind).hash(&mut h);
+        }
+        let tag = (h.finish() as u32 & 0x7fff_ffff).max(1);
+        Listing { entries, tag }
+    }
+
+    /// The offset of the entry after index `i`: the tag above 32 bits, the position below.
+    pub fn offset(&self, i: usize) -> u64 {
+        (u64::from(self.tag) << 32) | (i as u64 + 1)
+    }
+
+    /// The index an offset from [`Listing::offset`] (or 0) continues at.
+    pub fn index(offset: u64) -> usize {
+        (offset & 0xffff_ffff) as usize
+    }
+}
+
 /// An open directory: its fd and a snapshot of its entries taken at the first read.
 #[derive(Debug)]
 pub struct DirHandle {
@@ -104,7 +140,7 @@ pub struct DirHandle {
     /// came from the listing cache.
     pub fd: Mutex<Option<Arc<OwnedFd>>>,
     /// Entries, filled on the first readdir at offset 0 (or from the listing cache at open).
-    pub entries: Mutex<Option<Arc<Vec<DirEntry>>>>,
+    pub entries: Mutex<Option<Arc<Listing>>>,
     /// True once a listing was served: a later read at offset 0 is a rewind and reads again.
     pub served: std::sync::atomic::AtomicBool,
 }

@@ -235,6 +235,17 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
     Ok(st)
 }
 
+/// An open file's device and inode number, from the kernel's cached attributes: they never
+/// change for an open file, so asking a FUSE lower for fresh attributes would only cost a GETATTR.
+pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
+    // SAFETY: an all-zero statx is a valid out-buffer.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC | libc::AT_SYMLINK_NOFOLLOW;
+    // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, and out-pointer.
+    cvt(unsafe { libc::statx(fd, c"".as_ptr(), flags, libc::STATX_INO, &mut stx) })?;
+    Ok((libc::makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino))
+}
+
 /// The `/proc/self/fd/N` path of an fd, to reach what an O_PATH fd refers to.
 pub fn proc_fd_path(fd: RawFd) -> CString {
     CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")

@@ -199,8 +199,7 @@ impl<L: Layer> Core<L> {
             Some(libc::ENOENT) => Errno::ESTALE,
             _ => Errno::from(e),
         })?;
-        let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-        if !same_file(&st, dev, ino) {
+        if crate::lower::identity(fd.as_raw_fd()).map_err(Errno::from)? != (dev, ino) {
             tracing::warn!(node = h.node, "a deferred open's file was replaced on the lower before its first read");
             return Err(Errno::ESTALE);
         }

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use fuser::{Errno, FileType};
+use fuser::{Errno, FileType, FopenFlags};
 
 use super::data::sync_fd;
 use super::{Core, Entry};
 use crate::attr::to_attr;
-use crate::handles::{DirEntry, DirHandle};
+use crate::handles::{DirEntry, DirHandle, Listing};
 use crate::layer::Layer;
 use crate::lower::empty_stat;
 
@@ -74,19 +74,45 @@ fn read_all(fd: &std::os::fd::OwnedFd) -> Result<Vec<DirEntry>, Errno> {
 }
 
 impl<L: Layer> Core<L> {
-    /// OPENDIR: from the listing cache when the directory was listed within its TTL.
-    pub fn opendir(&self, id: u64) -> Result<u64, Errno> {
-        if let Some(ttl) = self.listing_ttl(id) {
-            if let Some(entries) = self.listings.fresh(id, ttl) {
-                return Ok(self.handles.add_dir(DirHandle {
-                    fd: Mutex::new(None),
-                    entries: Mutex::new(Some(entries)),
-                    served: AtomicBool::new(false),
-                }));
+    /// OPENDIR. A cacheable directory's listing is taken now (from the listing cache when read
+    /// within its TTL) and the kernel may cache it (`FOPEN_CACHE_DIR`); the kernel keeps its
+    /// cached copy (`FOPEN_KEEP_CACHE`) only when that copy has the listing's very content.
+    pub fn opendir(&self, id: u64) -> Result<(u64, FopenFlags), Errno> {
+        let Some(ttl) = self.listing_ttl(id) else {
+            let fd = self.open_dir_fd(id)?;
+            let h = DirHandle { fd: Mutex::new(Some(fd)), entries: Mutex::new(None), served: AtomicBool::new(false) };
+            return Ok((self.handles.add_dir(h), FopenFlags::empty()));
+        };
+        let (fd, listing) = match self.listings.fresh(id, ttl) {
+            Some(l) => (None, l),
+            None => {
+                let fd = self.open_dir_fd(id)?;
+                let l = self.read_listing(id, &fd)?;
+                (Some(fd), l)
             }
+        };
+        let mut flags = FopenFlags::FOPEN_CACHE_DIR;
+        if self.listings.kernel_may_keep(id, &listing) {
+            flags |= FopenFlags::FOPEN_KEEP_CACHE;
         }
-        let fd = self.open_dir_fd(id)?;
-        Ok(self.handles.add_dir(DirHandle { fd: Mutex::new(Some(fd)), entries: Mutex::new(None), served: AtomicBool::new(false) }))
+        let h = DirHandle { fd: Mutex::new(fd), entries: Mutex::new(Some(listing)), served: AtomicBool::new(false) };
+        Ok((self.handles.add_dir(h), flags))
+    }
+
+    /// Reads the lower directory behind `fd` as the box sees it, and keeps it when cacheable.
+    fn read_listing(&self, dir: u64, fd: &std::os::fd::OwnedFd) -> Result<Arc<Listing>, Errno> {
+        let class = self.class_of(dir)?;
+        let mut all = read_all(fd)?;
+        let lower_names: Vec<OsString> = all.iter().map(|e| e.lower.clone()).collect();
+        if self.seed_for_listing(dir, &lower_names) {
+            all = read_all(fd)?;
+        }
+        self.show_box_names(class, &mut all);
+        let listing = Arc::new(Listing::new(all));
+        if let Some(ttl) = self.listing_ttl(dir) {
+            self.listings.keep(dir, listing.clone(), ttl);
+        }
+        Ok(listing)
     }
 
     /// Before a lookup in `dir`: on a burst of lookups after the share's entries expired, list
@@ -104,7 +130,7 @@ impl<L: Layer> Core<L> {
                     Err(_) => return,
                 };
                 self.show_box_names(class, &mut all);
-                self.listings.keep(dir, Arc::new(all), ttl);
+                self.listings.keep(dir, Arc::new(Listing::new(all)), ttl);
             }
         }
     }
@@ -142,8 +168,7 @@ impl<L: Layer> Core<L> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
             Err(e) => return Err(Errno::from(e)),
         };
-        let st = crate::lower::fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-        if !crate::lower::same_file(&st, dev, ino) {
+        if crate::lower::identity(fd.as_raw_fd()).map_err(Errno::from)? != (dev, ino) {
             return Err(Errno::ESTALE);
         }
         Ok(Arc::new(fd))
@@ -166,27 +191,17 @@ impl<L: Layer> Core<L> {
         let mut guard = h.entries.lock();
         let rewind = offset == 0 && h.served.swap(true, Ordering::Relaxed);
         if rewind || guard.is_none() {
-            let class = self.class_of(dir)?;
             let fd = self.handle_fd(dir, &h)?;
-            let mut all = read_all(&fd)?;
-            let lower_names: Vec<OsString> = all.iter().map(|e| e.lower.clone()).collect();
-            if self.seed_for_listing(dir, &lower_names) {
-                all = read_all(&fd)?;
-            }
-            self.show_box_names(class, &mut all);
-            let all = Arc::new(all);
-            if let Some(ttl) = self.listing_ttl(dir) {
-                self.listings.keep(dir, all.clone(), ttl);
-            }
-            *guard = Some(all);
+            *guard = Some(self.read_listing(dir, &fd)?);
         }
-        let all = guard.as_ref().expect("filled above").clone();
-        let entries = all
+        let listing = guard.as_ref().expect("filled above").clone();
+        let entries = listing
+            .entries
             .iter()
             .enumerate()
-            .skip(offset as usize)
+            .skip(Listing::index(offset))
             .take(max)
-            .map(|(i, e)| (i as u64 + 1, e.clone()))
+            .map(|(i, e)| (listing.offset(i), e.clone()))
             .collect();
         Ok(DirPage { entries })
     }

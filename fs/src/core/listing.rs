@@ -4,6 +4,10 @@
 //! listing instead of the lower: the share's own cache is allowed to be that old, and every
 //! change the box makes through seamfs drops the listing at once. Git's status lists every
 //! directory on each run; without this, each listing costs the lower an open, a read and a close.
+//!
+//! The kernel keeps a copy too (`FOPEN_CACHE_DIR`): `kernel` remembers which listing it was
+//! last told to fill its cache from, and an open may keep that cache only while a listing read
+//! from the lower within the TTL has the same content (ADR 0010).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -11,12 +15,14 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use crate::handles::DirEntry;
+use crate::handles::Listing;
 
 /// Listings by directory node.
 #[derive(Debug, Default)]
 pub(crate) struct Listings {
-    map: DashMap<u64, (Instant, Arc<Vec<DirEntry>>)>,
+    map: DashMap<u64, (Instant, Arc<Listing>)>,
+    /// Per directory: the tag of the listing the kernel's directory cache was last filled from.
+    kernel: DashMap<u64, u32>,
     /// Per directory: when its lower entries were last refreshed in bulk, and lookups since.
     warmed: DashMap<u64, (Instant, u32)>,
     /// Sizes above which `map` and `warmed` are pruned next (0: `PRUNE_ABOVE`).
@@ -41,13 +47,13 @@ fn prune<V>(m: &DashMap<u64, (Instant, V)>, at: &AtomicUsize, keep: Duration) {
 
 impl Listings {
     /// The listing of `dir` if it is younger than `ttl`.
-    pub(crate) fn fresh(&self, dir: u64, ttl: Duration) -> Option<Arc<Vec<DirEntry>>> {
+    pub(crate) fn fresh(&self, dir: u64, ttl: Duration) -> Option<Arc<Listing>> {
         let e = self.map.get(&dir)?;
         (e.0.elapsed() < ttl).then(|| e.1.clone())
     }
 
     /// Keeps a listing just read from the lower.
-    pub(crate) fn keep(&self, dir: u64, entries: Arc<Vec<DirEntry>>, ttl: Duration) {
+    pub(crate) fn keep(&self, dir: u64, entries: Arc<Listing>, ttl: Duration) {
         prune(&self.map, &self.prune_at[0], ttl);
         prune(&self.warmed, &self.prune_at[1], ttl * RESCAN);
         self.map.insert(dir, (Instant::now(), entries));
@@ -73,9 +79,24 @@ impl Listings {
         false
     }
 
-    /// The box changed `dir`: its listing is stale.
+    /// An open of `dir` about to serve `listing` (read from the lower within the TTL): true
+    /// when the kernel's cached copy is that same content and may be kept; otherwise the kernel
+    /// drops its copy and refills it from `listing`, which is noted.
+    pub(crate) fn kernel_may_keep(&self, dir: u64, listing: &Listing) -> bool {
+        if self.kernel.insert(dir, listing.tag) == Some(listing.tag) {
+            return true;
+        }
+        // Forgetting a tag only costs the kernel one refill: bound the map without bookkeeping.
+        if self.kernel.len() > PRUNE_ABOVE * 4 {
+            self.kernel.clear();
+        }
+        false
+    }
+
+    /// The box changed `dir`: its listing is stale, and so is the kernel's copy.
     pub(crate) fn forget(&self, dir: u64) {
         self.map.remove(&dir);
+        self.kernel.remove(&dir);
     }
 }
 

@@ -184,8 +184,7 @@ impl<L: Layer> Core<L> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
             Err(e) => return Err(io_err(e)),
         };
-        let st = fstat(fd.as_raw_fd()).map_err(io_err)?;
-        if !same_file(&st, dev, ino) {
+        if crate::lower::identity(fd.as_raw_fd()).map_err(io_err)? != (dev, ino) {
             return Err(Errno::ESTALE);
         }
         Ok(Arc::new(fd))

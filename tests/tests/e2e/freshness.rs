@@ -433,3 +433,84 @@ fn work_tree_pages_are_kept_only_while_the_file_is_unchanged() {
     assert!(s.starts_with("three\n"), "open file read {s:?}");
     assert_eq!(read(), "three\nfour\n");
 }
+
+/// Names from one `getdents64` call on `fd` with a small buffer (a few entries at a time, so a
+/// listing can be read part way); empty at the end.
+fn getdents_some(fd: &std::os::fd::OwnedFd) -> Vec<String> {
+    use std::os::fd::AsRawFd;
+    let mut buf = vec![0u8; 512];
+    // SAFETY: valid fd and buffer of the given length.
+    let n = unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) };
+    assert!(n >= 0, "getdents64: {}", std::io::Error::last_os_error());
+    let (mut at, mut out) = (0usize, Vec::new());
+    while at < n as usize {
+        // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, NUL-terminated name.
+        let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+        let name = &buf[at + 19..at + reclen];
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        out.push(String::from_utf8_lossy(&name[..end]).into_owned());
+        at += reclen;
+    }
+    out
+}
+
+/// Every name in a directory listed through `dir`, sorted, without "." and "..".
+fn listed(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("list {}: {e}", dir.display()))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// (f) Work-tree listings, which the box's kernel may cache (ADR 0010): host additions, removals
+/// and replacements are listed once the share's TTL passed; the box's own changes at once; and a
+/// listing read part way before the host changed the directory goes on with its own entries,
+/// every untouched name exactly once, while a new open lists the new content.
+#[test]
+fn work_tree_listings_follow_the_host_and_never_splice() {
+    let v = Views::new("listing", &[]);
+    let (host, boxed) = (v.host.join("d"), v.seamfs.mnt.join("d"));
+    let settle = || std::thread::sleep(Duration::from_millis(1300));
+    std::fs::create_dir(&host).expect("mkdir d");
+    let first: Vec<String> = (0..120).map(|i| format!("f{i:03}")).collect();
+    for n in &first {
+        std::fs::write(host.join(n), n).expect("write a file");
+    }
+    settle();
+    assert_eq!(listed(&boxed), listed(&host), "first listing");
+    assert_eq!(listed(&boxed), listed(&host), "listed again within the TTL");
+    // A reader part way through, then the host changes the directory.
+    let part = std::fs::File::open(&boxed).map(std::os::fd::OwnedFd::from).expect("open d through seamfs");
+    let mut seen = getdents_some(&part);
+    assert!(!seen.is_empty() && seen.len() < 60, "a small buffer reads a few entries: {}", seen.len());
+    let mtime = std::fs::metadata(&host).and_then(|m| m.modified()).expect("mtime of d");
+    for i in 0..60 {
+        std::fs::write(host.join(format!("g{i:03}")), "new").expect("write a new file");
+    }
+    std::fs::remove_file(host.join("f007")).expect("remove f007");
+    std::fs::write(host.join("f008.new"), "replaced").expect("write f008.new");
+    std::fs::rename(host.join("f008.new"), host.join("f008")).expect("replace f008");
+    // As `tar -x` or `rsync -t` leave it: the kernel's own check of a cached listing (the
+    // directory's mtime) cannot see this change; only seamfs's comparison of content can.
+    std::fs::File::open(&host).and_then(|f| f.set_modified(mtime)).expect("put d's mtime back");
+    settle();
+    assert_eq!(listed(&boxed), listed(&host), "host additions, removal and replacement after the TTL");
+    assert_eq!(std::fs::read_to_string(boxed.join("f008")).expect("read f008"), "replaced");
+    loop {
+        let more = getdents_some(&part);
+        if more.is_empty() {
+            break;
+        }
+        seen.extend(more);
+    }
+    for n in first.iter().filter(|n| *n != "f007" && *n != "f008") {
+        let times = seen.iter().filter(|s| *s == n).count();
+        assert_eq!(times, 1, "{n} listed {times} times by the reader that started before the change: {seen:?}");
+    }
+    // The box's own changes are listed at once, within the TTL.
+    std::fs::write(boxed.join("boxed.txt"), "box").expect("create through seamfs");
+    std::fs::remove_file(boxed.join("f000")).expect("remove through seamfs");
+    assert_eq!(listed(&boxed), listed(&host), "the box's own create and unlink");
+}
