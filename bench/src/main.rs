@@ -50,6 +50,27 @@ enum Cmd {
     Bench(seam_lab::bench::BenchArgs),
 }
 
+/// The share's fault injection, as `share` and `race` take it.
+#[derive(clap::Args, Debug)]
+struct FaultArgs {
+    /// Fault the share injects after a git-dir name is replaced: stale-old or stale-missing.
+    #[arg(long, requires = "window")]
+    fault: Option<FaultKind>,
+    /// Longest fault window in milliseconds (each event draws one in [window/2, window]).
+    #[arg(long, requires = "fault")]
+    window: Option<u64>,
+    /// Seed of the fault windows.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl FaultArgs {
+    /// The fault and its window in ms, when one was asked for (clap requires both or neither).
+    fn fault_window(&self) -> Option<(FaultKind, u64)> {
+        self.fault.zip(self.window)
+    }
+}
+
 #[derive(clap::Args, Debug)]
 struct ShareArgs {
     /// The backing directory (the host's checkout).
@@ -65,15 +86,8 @@ struct ShareArgs {
     /// Negative entry TTL in seconds.
     #[arg(long, default_value_t = 1.0)]
     negative_ttl: f64,
-    /// Fault to inject after a git-dir name is replaced: stale-old or stale-missing.
-    #[arg(long, requires = "window")]
-    fault: Option<FaultKind>,
-    /// Longest fault window in milliseconds (each event draws one in [window/2, window]).
-    #[arg(long, requires = "fault")]
-    window: Option<u64>,
-    /// Seed of the fault windows.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    faults: FaultArgs,
     /// Stay in the foreground and log to stderr.
     #[arg(long)]
     foreground: bool,
@@ -109,6 +123,8 @@ enum TargetArg {
 }
 
 #[derive(clap::Args, Debug)]
+// The race's seed also drives the scenario.
+#[command(mut_arg("seed", |a| a.help("Seed of the fault windows and of the scenario's random choices (kill points)")))]
 struct RaceArgs {
     /// index-poller, host-commits, kill9, config, autostash, clients or ide.
     scenario: seam_lab::race::Scenario,
@@ -129,15 +145,8 @@ struct RaceArgs {
     /// The share's entry/attr/negative TTL in seconds (Lima vz: 1; libkrun: 5).
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
-    /// Fault the share injects after a git-dir name is replaced: stale-old or stale-missing.
-    #[arg(long, requires = "window")]
-    fault: Option<FaultKind>,
-    /// Longest fault window in milliseconds.
-    #[arg(long, requires = "fault")]
-    window: Option<u64>,
-    /// Seed of the fault windows and of the scenario's random choices (kill points).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    faults: FaultArgs,
     /// Print machine-readable results (JSON) instead of a table.
     #[arg(long)]
     json: bool,
@@ -186,12 +195,11 @@ fn run_share(a: ShareArgs) -> Result<(), MountError> {
         attr: share::ttl_arg("parse --attr-ttl", a.attr_ttl, &mnt)?,
         negative: share::ttl_arg("parse --negative-ttl", a.negative_ttl, &mnt)?,
     };
-    let fault = match (a.fault, a.window) {
-        (Some(kind), Some(ms)) => {
-            Some(FaultConfig { kind, window: std::time::Duration::from_millis(ms), seed: a.seed })
-        }
-        _ => None,
-    };
+    let fault = a.faults.fault_window().map(|(kind, ms)| FaultConfig {
+        kind,
+        window: std::time::Duration::from_millis(ms),
+        seed: a.faults.seed,
+    });
     share::run(ShareConfig {
         backing: a.backing,
         mountpoint: a.mountpoint,
@@ -251,8 +259,8 @@ fn run_race(a: RaceArgs) -> i32 {
         ops: a.ops,
         host_period: a.host_period_ms.map(std::time::Duration::from_millis),
         ttl: a.ttl,
-        fault: a.fault.zip(a.window),
-        seed: a.seed,
+        fault: a.faults.fault_window(),
+        seed: a.faults.seed,
         json: a.json,
         log_dir: a.log_dir,
         seamd: !a.no_seamd,
@@ -264,5 +272,16 @@ fn run_race(a: RaceArgs) -> i32 {
             eprintln!("seam-lab race {}: {e}", a.scenario.name());
             1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// The CLI is well formed (the race's `mut_arg("seed")` names an argument that exists).
+    #[test]
+    fn cli_is_well_formed() {
+        super::Cli::command().debug_assert();
     }
 }

@@ -231,6 +231,7 @@ impl<L: Layer> Core<L> {
         let path = child.path.clone();
         if guess == Class::Index && self.layer.index_split() {
             self.seed_index(parent)?;
+            // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
         if self.policy(guess).refresh {
