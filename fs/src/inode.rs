@@ -121,6 +121,18 @@ impl InodeTable {
             .or_insert_with(|| self.next_synthetic.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// The node id of a lower file the table knows, without making one up for a stranger.
+    pub fn known_id(&self, dev: u64, ino: u64) -> Option<u64> {
+        let id = if dev == self.root_dev && ino == self.root_ino {
+            ROOT
+        } else if dev == self.root_dev && ino != ROOT && ino < SYNTHETIC_BASE {
+            ino
+        } else {
+            *self.synthetic.get(&(dev, ino))?
+        };
+        self.nodes.contains_key(&id).then_some(id)
+    }
+
     /// Records a kernel lookup of a name; returns the node id. `pin` supplies an fd to pin
     /// when the policy wants one and the budget allows.
     pub fn found(&self, f: Found<'_>, pin: Option<&dyn Fn() -> Option<OwnedFd>>) -> u64 {

@@ -75,6 +75,12 @@ impl Lower {
         Ok(st)
     }
 
+    /// A path's device and inode number, without asking a FUSE lower for fresh attributes
+    /// (see [`identity`]).
+    pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
+        statx_identity(self.root_fd(), rel, libc::AT_SYMLINK_NOFOLLOW)
+    }
+
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
         // openat2 refuses bits open(2) ignores, and FUSE passes kernel-internal ones (FMODE_EXEC).
@@ -238,11 +244,15 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 /// An open file's device and inode number, from the kernel's cached attributes: they never
 /// change for an open file, so asking a FUSE lower for fresh attributes would only cost a GETATTR.
 pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
+    statx_identity(fd, c"", libc::AT_EMPTY_PATH)
+}
+
+fn statx_identity(dirfd: RawFd, rel: &CStr, flags: i32) -> io::Result<(u64, u64)> {
     // SAFETY: an all-zero statx is a valid out-buffer.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC | libc::AT_SYMLINK_NOFOLLOW;
-    // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, and out-pointer.
-    cvt(unsafe { libc::statx(fd, c"".as_ptr(), flags, libc::STATX_INO, &mut stx) })?;
+    let flags = flags | libc::AT_STATX_DONT_SYNC | libc::AT_SYMLINK_NOFOLLOW;
+    // SAFETY: valid fd, C string and out-pointer.
+    cvt(unsafe { libc::statx(dirfd, rel.as_ptr(), flags, libc::STATX_INO, &mut stx) })?;
     Ok((libc::makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino))
 }
 

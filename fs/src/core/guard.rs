@@ -469,17 +469,27 @@ impl<L: Layer> Core<L> {
     /// What the box wrote has reached the lower's server before the rename that publishes it.
     ///
     /// A share that caches writes in the guest (9p `cache=loose`) sends the rename at once and
-    /// the data later: the host then reads the new name as empty. Writing back the file's dirty
-    /// pages and waiting for them orders the two; unlike fsync it asks no disk flush of the host,
-    /// and costs nothing when nothing is dirty (virtiofs, FUSE without writeback cache).
+    /// the data later: the host then reads the new name as empty. A file closed since it was
+    /// written was written back at its FLUSH (`Core::flush`); one still open (gitoxide persists
+    /// its tempfiles while they are open) is written back here through its own fd. Nothing is
+    /// opened on the lower: an open by path cost a FUSE share an open, a flush and a release.
     pub(crate) fn make_durable(&self, path: &CStr) {
-        let Ok(fd) = self.lower.open_at(path, libc::O_RDONLY | libc::O_NONBLOCK, 0) else { return };
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-        // SAFETY: valid fd; offset 0 and length 0 mean the whole file.
-        if unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, flags) } != 0 {
-            // Not supported on this file (a directory, a pipe): fall back to fsync.
-            // SAFETY: valid fd.
-            unsafe { libc::fsync(fd.as_raw_fd()) };
+        let Ok((dev, ino)) = self.lower.identity_at(path) else { return };
+        let Some(node) = self.inodes.known_id(dev, ino) else { return };
+        if let Some(fd) = self.handles.file_of(node).as_deref().and_then(|h| h.opened()) {
+            write_back(fd.as_raw_fd());
         }
+    }
+}
+
+/// Writes back a file's dirty pages and waits for them; unlike fsync it asks no disk flush of
+/// the host, and costs nothing when nothing is dirty (virtiofs, FUSE without writeback cache).
+pub(crate) fn write_back(fd: std::os::fd::RawFd) {
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    // SAFETY: valid fd; offset 0 and length 0 mean the whole file.
+    if unsafe { libc::sync_file_range(fd, 0, 0, flags) } != 0 {
+        // Not supported on this file (a directory, a pipe): fall back to fsync.
+        // SAFETY: valid fd.
+        unsafe { libc::fsync(fd) };
     }
 }
