@@ -97,6 +97,10 @@ struct ShareArgs {
     /// Never use FUSE passthrough for file data.
     #[arg(long)]
     no_passthrough: bool,
+    /// Cache writes in the guest kernel (FUSE writeback cache, no passthrough), as a 9p
+    /// `cache=loose` share does: data reaches the backing dir at close or writeback, not at write
+    #[arg(long)]
+    writeback_cache: bool,
     /// Worker threads.
     #[arg(long, default_value_t = 4)]
     threads: usize,
@@ -208,6 +212,7 @@ fn run_share(a: ShareArgs) -> Result<(), MountError> {
         foreground: a.foreground,
         log: a.log,
         no_passthrough: a.no_passthrough,
+        writeback_cache: a.writeback_cache,
         threads: a.threads,
     })
 }

@@ -112,9 +112,14 @@ impl<L: Layer> Filesystem for Core<L> {
             && config.set_max_stack_depth(self.opts.max_stack_depth).is_ok()
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok();
         self.set_passthrough(pass);
+        let writeback = self.opts.writeback_cache
+            && caps.contains(InitFlags::FUSE_WRITEBACK_CACHE)
+            && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok();
+        self.set_writeback(writeback);
         info!(
             abi = %config.kernel_abi(),
             passthrough = pass,
+            writeback,
             offered = caps.contains(InitFlags::FUSE_PASSTHROUGH),
             "kernel connection initialised"
         );

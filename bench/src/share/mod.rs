@@ -34,6 +34,8 @@ pub struct ShareConfig {
     pub log: Option<PathBuf>,
     /// Never use FUSE passthrough.
     pub no_passthrough: bool,
+    /// Cache writes in the kernel (FUSE writeback cache; implies no passthrough).
+    pub writeback_cache: bool,
     /// Worker threads.
     pub threads: usize,
 }
@@ -78,7 +80,12 @@ pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
     );
     let layer = ShareLayer::new(cfg.ttls, cfg.fault);
     // A plain filesystem below: passthrough stacks one level; seamfs on top takes the second.
-    let opts = CoreOptions { passthrough: !cfg.no_passthrough, max_stack_depth: 1, ..CoreOptions::default() };
+    let opts = CoreOptions {
+        passthrough: !cfg.no_passthrough && !cfg.writeback_cache,
+        max_stack_depth: 1,
+        writeback_cache: cfg.writeback_cache,
+        ..CoreOptions::default()
+    };
     let core = Core::new(lower, layer, Class::WorkTree, opts)
         .map_err(|e| MountError::usage("stat backing root", &cfg.backing, e.to_string()))?;
     let mopts = MountOptions {

@@ -113,7 +113,7 @@ impl<L: Layer> Core<L> {
 
     /// OPEN by process `pid`: the lower file with the box's flags, verified to be the node's.
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
-        let flags = flags & !STRIP;
+        let flags = self.lower_open_flags(flags & !STRIP);
         self.guard_open(id, flags, pid);
         let (dev, ino, pinned, class, kind) =
             self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
@@ -211,7 +211,7 @@ impl<L: Layer> Core<L> {
         let child = self.new_child(parent, name)?;
         let path = child.path.clone();
         let mode = mode & !umask & 0o7777;
-        let open_flags = flags & !STRIP;
+        let open_flags = self.lower_open_flags(flags & !STRIP);
         let class = self.child_class(parent, name, false)?;
         if class == crate::policy::Class::Lock {
             self.guard_lock_create(parent, &child)?;

@@ -50,11 +50,21 @@ pub struct CoreOptions {
     /// Where the mount is, as box processes see it (absolute `gitdir:` paths in `.git` files
     /// are resolved against it). Default none: absolute pointers are not followed.
     pub mountpoint: Option<std::path::PathBuf>,
+    /// Ask the kernel to cache writes (`FUSE_WRITEBACK_CACHE`): only the share emulator does,
+    /// to play a guest-caching share. Default false.
+    pub writeback_cache: bool,
 }
 
 impl Default for CoreOptions {
     fn default() -> Self {
-        CoreOptions { passthrough: true, max_stack_depth: 2, pin_budget: 4096, lock_wait: Duration::from_secs(1), mountpoint: None }
+        CoreOptions {
+            passthrough: true,
+            max_stack_depth: 2,
+            pin_budget: 4096,
+            lock_wait: Duration::from_secs(1),
+            mountpoint: None,
+            writeback_cache: false,
+        }
     }
 }
 
@@ -79,6 +89,8 @@ pub struct Core<L: Layer> {
     pub(crate) opts: CoreOptions,
     /// Set at init when the kernel accepted passthrough.
     pub(crate) passthrough_on: AtomicBool,
+    /// True once the kernel agreed to cache writes (`CoreOptions::writeback_cache`).
+    pub(crate) writeback_on: AtomicBool,
     /// Lock owners and what box processes saw (shared with the reaper thread).
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
@@ -110,6 +122,7 @@ impl<L: Layer> Core<L> {
             layer,
             opts,
             passthrough_on: AtomicBool::new(false),
+            writeback_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
             listings: Default::default(),
@@ -129,6 +142,24 @@ impl<L: Layer> Core<L> {
 
     pub(crate) fn set_passthrough(&self, on: bool) {
         self.passthrough_on.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_writeback(&self, on: bool) {
+        self.writeback_on.store(on, Ordering::Relaxed);
+    }
+
+    /// The lower open flags for the box's: under a writeback cache the kernel reads pages of a
+    /// file opened write-only and places appends itself (as libfuse's passthrough does).
+    pub(crate) fn lower_open_flags(&self, flags: i32) -> i32 {
+        if !self.writeback_on.load(Ordering::Relaxed) {
+            return flags;
+        }
+        let flags = flags & !libc::O_APPEND;
+        if flags & libc::O_ACCMODE == libc::O_WRONLY {
+            (flags & !libc::O_ACCMODE) | libc::O_RDWR
+        } else {
+            flags
+        }
     }
 
     /// Nodes currently known (for memory reports).

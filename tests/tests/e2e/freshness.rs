@@ -514,3 +514,40 @@ fn work_tree_listings_follow_the_host_and_never_splice() {
     std::fs::remove_file(boxed.join("f000")).expect("remove through seamfs");
     assert_eq!(listed(&boxed), listed(&host), "the box's own create and unlink");
 }
+
+/// Writes 64 KiB to `dir/tmp_obj`, publishes it as `dir/name` by rename (while still open when
+/// `open_while_renaming`, as gitoxide persists its tempfiles; closed first as git does), and
+/// returns the size the host sees at `host_dir/name` right after.
+fn publish(dir: &Path, host_dir: &Path, name: &str, open_while_renaming: bool) -> u64 {
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+    let tmp = dir.join("tmp_obj");
+    let mut f = std::fs::File::create(&tmp).unwrap_or_else(|e| panic!("create {}: {e}", tmp.display()));
+    f.write_all(&[b'x'; 64 * 1024]).expect("write the object");
+    if !open_while_renaming {
+        drop(f);
+        f = std::fs::File::open(dir).expect("open the dir instead");
+    }
+    std::fs::rename(&tmp, dir.join(name)).expect("rename into place");
+    let seen = std::fs::metadata(host_dir.join(name)).map(|m| m.len()).unwrap_or(0);
+    drop(f);
+    seen
+}
+
+/// (g) A guest-caching share (the emulator with a FUSE writeback cache, as 9p `cache=loose`)
+/// sends a rename at once and the data later. A file renamed into the git dir while still open:
+/// through the raw share the host finds it short (the control), through seamfs whole. Closed
+/// before the rename, it is whole on both (the close writes it back).
+#[test]
+fn data_reaches_the_host_before_the_name_that_publishes_it() {
+    let v = Views::new("writeback", &["--writeback-cache"]);
+    let host_dir = v.host.join(".git/objects/ab");
+    let whole = 64 * 1024;
+    let raw = publish(&v.raw.mnt.join(".git/objects/ab"), &host_dir, "raw-open", true);
+    assert!(raw < whole, "control: the raw share published a whole file ({raw} bytes): no writeback cache to test against");
+    let seamfs = publish(&v.seamfs.mnt.join(".git/objects/ab"), &host_dir, "seamfs-open", true);
+    assert_eq!(seamfs, whole, "through seamfs the host read {seamfs} of {whole} bytes at the rename");
+    let raw_closed = publish(&v.raw.mnt.join(".git/objects/ab"), &host_dir, "raw-closed", false);
+    let seamfs_closed = publish(&v.seamfs.mnt.join(".git/objects/ab"), &host_dir, "seamfs-closed", false);
+    assert_eq!((raw_closed, seamfs_closed), (whole, whole), "closed before the rename");
+}
