@@ -116,10 +116,15 @@ impl<L: Layer> Filesystem for Core<L> {
             && caps.contains(InitFlags::FUSE_WRITEBACK_CACHE)
             && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok();
         self.set_writeback(writeback);
+        let killpriv = self.opts.kill_privs
+            && caps.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            && config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
+        self.set_killpriv(killpriv);
         info!(
             abi = %config.kernel_abi(),
             passthrough = pass,
             writeback,
+            killpriv,
             offered = caps.contains(InitFlags::FUSE_PASSTHROUGH),
             "kernel connection initialised"
         );
@@ -145,7 +150,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -162,7 +167,7 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyAttr,
     ) {
         let _s = debug_span!("setattr", ino = ino.0, ?mode, ?uid, ?gid, ?size).entered();
-        match Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime) {
+        match Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid()) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
@@ -223,7 +228,10 @@ impl<L: Layer> Filesystem for Core<L> {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
         match Core::open(self, ino.0, flags.0, req.pid()) {
-            Ok(o) => self.reply_opened(reply, o),
+            Ok(o) => match self.kill_privs_after_open(req.uid(), &o) {
+                Ok(()) => self.reply_opened(reply, o),
+                Err(e) => reply.error(e),
+            },
             Err(e) => reply.error(e),
         }
     }
@@ -253,12 +261,17 @@ impl<L: Layer> Filesystem for Core<L> {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let _s = debug_span!("write", ino = ino.0, offset, len = data.len()).entered();
+        if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            if let Err(e) = Core::kill_privs_of_handle(self, fh.0) {
+                return reply.error(e);
+            }
+        }
         match Core::write(self, fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
@@ -398,7 +411,10 @@ impl<L: Layer> Filesystem for Core<L> {
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let _s = debug_span!("create", parent = parent.0, ?name, mode, flags).entered();
         match Core::create(self, parent.0, name, mode, umask, flags, caller(req)) {
-            Ok((e, o)) => self.reply_created(reply, e, o),
+            Ok((e, o)) => match self.kill_privs_after_open(req.uid(), &o) {
+                Ok(()) => self.reply_created(reply, e, o),
+                Err(err) => reply.error(err),
+            },
             Err(e) => reply.error(e),
         }
     }

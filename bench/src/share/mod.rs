@@ -84,6 +84,8 @@ pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
         passthrough: !cfg.no_passthrough && !cfg.writeback_cache,
         max_stack_depth: 1,
         writeback_cache: cfg.writeback_cache,
+        // A share as virtiofsd serves it by default: the kernel checks capabilities itself.
+        kill_privs: false,
         ..CoreOptions::default()
     };
     let core = Core::new(lower, layer, Class::WorkTree, opts)

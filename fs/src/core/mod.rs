@@ -10,6 +10,7 @@ mod dotgit;
 mod guard;
 mod heal_seal;
 mod index_split;
+mod killpriv;
 mod listing;
 mod names;
 mod namespace;
@@ -50,6 +51,9 @@ pub struct CoreOptions {
     /// Where the mount is, as box processes see it (absolute `gitdir:` paths in `.git` files
     /// are resolved against it). Default none: absolute pointers are not followed.
     pub mountpoint: Option<std::path::PathBuf>,
+    /// Clear set-user-ID and set-group-ID bits in seamfs (`FUSE_HANDLE_KILLPRIV_V2`), which
+    /// spares the kernel a `security.capability` lookup before every write. Default true.
+    pub kill_privs: bool,
     /// Ask the kernel to cache writes (`FUSE_WRITEBACK_CACHE`): only the share emulator does,
     /// to play a guest-caching share. Default false.
     pub writeback_cache: bool,
@@ -63,6 +67,7 @@ impl Default for CoreOptions {
             pin_budget: 4096,
             lock_wait: Duration::from_secs(1),
             mountpoint: None,
+            kill_privs: true,
             writeback_cache: false,
         }
     }
@@ -91,6 +96,8 @@ pub struct Core<L: Layer> {
     pub(crate) passthrough_on: AtomicBool,
     /// True once the kernel agreed to cache writes (`CoreOptions::writeback_cache`).
     pub(crate) writeback_on: AtomicBool,
+    /// True once the kernel left clearing set-ID bits to seamfs (`CoreOptions::kill_privs`).
+    pub(crate) killpriv_on: AtomicBool,
     /// Lock owners and what box processes saw (shared with the reaper thread).
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
@@ -123,6 +130,7 @@ impl<L: Layer> Core<L> {
             opts,
             passthrough_on: AtomicBool::new(false),
             writeback_on: AtomicBool::new(false),
+            killpriv_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
             listings: Default::default(),
@@ -146,6 +154,10 @@ impl<L: Layer> Core<L> {
 
     pub(crate) fn set_writeback(&self, on: bool) {
         self.writeback_on.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_killpriv(&self, on: bool) {
+        self.killpriv_on.store(on, Ordering::Relaxed);
     }
 
     /// The lower open flags for the box's: under a writeback cache the kernel reads pages of a
@@ -352,6 +364,7 @@ impl<L: Layer> Core<L> {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
+        by_uid: u32,
     ) -> Result<(FileAttr, Duration), Errno> {
         let handle = fh.and_then(|fh| self.handles.file(fh).ok());
         // An open file is changed through its own fd: its name may be gone (unlinked while open).
@@ -387,6 +400,7 @@ impl<L: Layer> Core<L> {
                 // SAFETY: valid C string.
                 None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
             };
+            self.kill_privs_after_trunc(by_uid, node.as_raw_fd())?;
         }
         if atime.is_some() || mtime.is_some() {
             let ts = [timespec(atime), timespec(mtime)];

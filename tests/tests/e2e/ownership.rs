@@ -114,3 +114,36 @@ fn shared_group_repo_has_the_same_modes() {
     let boxed = idx(&backing.join("viafs/repo/.git/index-box")).expect("the box's index-box on the backing dir");
     assert_eq!(boxed, native_index, "index-box should have the mode and owner git gave its index");
 }
+
+/// A user's write, truncation and `O_TRUNC` open clear set-user-ID (and set-group-ID where
+/// group execute is set) through seamfs exactly as natively (seamfs clears them itself, with
+/// `FUSE_HANDLE_KILLPRIV_V2`); root's keep them.
+#[test]
+fn set_id_bits_are_cleared_by_a_users_writes_as_natively() {
+    use std::os::unix::fs::PermissionsExt;
+    let (backing, _mnt, m) = setup("setid");
+    let files = [("w-6755", 0o6755), ("w-2644", 0o2644), ("t-4755", 0o4755), ("o-6755", 0o6755), ("r-6755", 0o6755)];
+    for dir in ["native", "viafs"] {
+        for (name, mode) in files {
+            let p = backing.join(dir).join(name);
+            std::fs::write(&p, "data\n").expect("write a file");
+            std::os::unix::fs::chown(&p, Some(UID), Some(GID)).expect("chown to the user");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        }
+    }
+    let script = "echo more >> w-6755; echo more >> w-2644; truncate -s 2 t-4755; echo new > o-6755";
+    as_user(&backing.join("native"), script, None);
+    as_user(&m.join("viafs"), script, None);
+    for dir in [backing.join("native"), m.join("viafs")] {
+        std::fs::OpenOptions::new().append(true).open(dir.join("r-6755")).and_then(|mut f| {
+            std::io::Write::write_all(&mut f, b"root\n")
+        }).expect("root appends");
+    }
+    let modes = |dir: &Path| -> Vec<(String, u32)> {
+        files.iter().map(|(n, _)| (n.to_string(), std::fs::metadata(dir.join(n)).expect("stat").mode() & 0o7777)).collect()
+    };
+    let native = modes(&backing.join("native"));
+    assert_eq!(native.iter().filter(|(_, m)| m & (libc::S_ISUID | libc::S_ISGID) == 0).count(), 3, "native clears three: {native:?}");
+    assert_eq!(modes(&backing.join("viafs")), native, "modes through seamfs (on the backing dir) against native");
+    assert_eq!(modes(&m.join("viafs")), native, "modes as the box sees them");
+}
