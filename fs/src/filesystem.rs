@@ -315,8 +315,8 @@ impl<L: Layer> Filesystem for Core<L> {
         let _s = debug_span!("readdir", ino = ino.0, offset).entered();
         match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
-                for (next, e) in page.entries {
-                    if reply.add(INodeNo(e.ino.max(1)), next, e.kind, &e.name) {
+                for (next, e) in page.entries() {
+                    if reply.add(INodeNo(e.ino.max(1)), next, e.kind, e.name()) {
                         break;
                     }
                 }
@@ -330,11 +330,11 @@ impl<L: Layer> Filesystem for Core<L> {
         let _s = debug_span!("readdirplus", ino = ino.0, offset).entered();
         match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
-                for (next, e) in page.entries {
-                    let Some(entry) = self.plus_entry(ino.0, fh.0, &e.name, &e.lower) else { continue };
-                    if reply.add(entry.attr.ino, next, &e.name, &entry.entry_ttl, &entry.attr, GEN) {
+                for (next, e) in page.entries() {
+                    let Some(entry) = self.plus_entry(ino.0, fh.0, e.name(), &e.lower) else { continue };
+                    if reply.add(entry.attr.ino, next, e.name(), &entry.entry_ttl, &entry.attr, GEN) {
                         // The buffer is full: the kernel never saw this entry, so undo its count.
-                        if e.name != "." && e.name != ".." {
+                        if e.name() != "." && e.name() != ".." {
                             Core::forget(self, entry.attr.ino.0, 1);
                         }
                         break;

@@ -1,6 +1,6 @@
 //! Open file and directory handles: the only fds seamfs holds, one per open in the box.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -87,14 +87,21 @@ pub enum IoMode {
 /// One directory entry as read from the lower.
 #[derive(Debug, Clone)]
 pub struct DirEntry {
-    /// Name as the box sees it.
-    pub name: OsString,
     /// Name on the lower.
     pub lower: OsString,
+    /// Name as the box sees it, where it differs from the lower's (`index-box` shows as `index`).
+    pub shown: Option<OsString>,
     /// Lower inode number (informational for plain readdir).
     pub ino: u64,
     /// Type from `d_type`.
     pub kind: FileType,
+}
+
+impl DirEntry {
+    /// Name as the box sees it.
+    pub fn name(&self) -> &OsStr {
+        self.shown.as_deref().unwrap_or(&self.lower)
+    }
 }
 
 /// A directory's entries as the box sees them, tagged with a digest of their content.
@@ -116,7 +123,7 @@ impl Listing {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for e in &entries {
-            (&e.name, e.ino, e.kind).hash(&mut h);
+            (e.name(), e.ino, e.kind).hash(&mut h);
         }
         let tag = (h.finish() as u32 & 0x7fff_ffff).max(1);
         Listing { entries, tag }

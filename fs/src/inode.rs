@@ -9,7 +9,7 @@
 //! so `st_ino` seen in the box matches the share and survives a remount; files on other devices
 //! get synthetic ids from the top half of the range.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,6 +18,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use fuser::Errno;
 
+use crate::lower_path::LowerPath;
 use crate::policy::Class;
 
 /// The FUSE root node id.
@@ -258,43 +259,41 @@ impl InodeTable {
     }
 
     /// The node's path relative to the lower root ("." for the root).
-    pub fn path(&self, id: u64) -> Result<CString, Errno> {
+    pub fn path(&self, id: u64) -> Result<LowerPath, Errno> {
         self.path_with(id, None)
     }
 
     /// The path of `name` inside directory `parent`.
-    pub fn child_path(&self, parent: u64, name: &OsStr) -> Result<CString, Errno> {
+    pub fn child_path(&self, parent: u64, name: &OsStr) -> Result<LowerPath, Errno> {
         self.path_with(parent, Some(name))
     }
 
-    fn path_with(&self, id: u64, leaf: Option<&OsStr>) -> Result<CString, Errno> {
-        let mut parts: Vec<Arc<OsStr>> = Vec::with_capacity(8);
-        let mut cur = id;
-        while cur != ROOT {
-            let n = self.nodes.get(&cur).ok_or(Errno::ESTALE)?;
-            parts.push(n.name.clone());
-            cur = n.parent;
-            if parts.len() > 4096 {
-                return Err(Errno::ELOOP);
+    /// The path of `id` (and `leaf` below it); the names are gathered in a per-thread scratch
+    /// list and joined into a pooled buffer, so a warm lookup allocates nothing.
+    fn path_with(&self, id: u64, leaf: Option<&OsStr>) -> Result<LowerPath, Errno> {
+        thread_local! {
+            static PARTS: std::cell::RefCell<Vec<Arc<OsStr>>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        PARTS.with(|parts| {
+            let mut parts = parts.borrow_mut();
+            parts.clear();
+            let mut cur = id;
+            while cur != ROOT {
+                let Some(n) = self.nodes.get(&cur) else {
+                    parts.clear();
+                    return Err(Errno::ESTALE);
+                };
+                parts.push(n.name.clone());
+                cur = n.parent;
+                if parts.len() > 4096 {
+                    parts.clear();
+                    return Err(Errno::ELOOP);
+                }
             }
-        }
-        let mut buf: Vec<u8> = Vec::with_capacity(128);
-        for p in parts.iter().rev() {
-            if !buf.is_empty() {
-                buf.push(b'/');
-            }
-            buf.extend_from_slice(p.as_bytes());
-        }
-        if let Some(leaf) = leaf {
-            if !buf.is_empty() {
-                buf.push(b'/');
-            }
-            buf.extend_from_slice(leaf.as_bytes());
-        }
-        if buf.is_empty() {
-            buf.push(b'.');
-        }
-        CString::new(buf).map_err(|_| Errno::EINVAL)
+            let path = LowerPath::join(parts.iter().rev().map(|p| p.as_bytes()).chain(leaf.map(|l| l.as_bytes())));
+            parts.clear();
+            path
+        })
     }
 
     /// Number of nodes (for memory reports).

@@ -21,11 +21,19 @@ use crate::handles::{DirEntry, DirHandle, Listing};
 use crate::layer::Layer;
 use crate::lower::empty_stat;
 
-/// One page of a directory listing, ready for the reply.
+/// One page of a directory listing, ready for the reply: a range of the handle's listing.
 #[derive(Debug)]
 pub struct DirPage {
+    listing: Arc<Listing>,
+    from: usize,
+    to: usize,
+}
+
+impl DirPage {
     /// `(offset of the next entry, entry)` pairs.
-    pub entries: Vec<(u64, DirEntry)>,
+    pub fn entries(&self) -> impl Iterator<Item = (u64, &DirEntry)> {
+        (self.from..self.to).map(|i| (self.listing.offset(i), &self.listing.entries[i]))
+    }
 }
 
 fn kind_of(d_type: u8) -> FileType {
@@ -65,8 +73,7 @@ fn read_all(fd: &std::os::fd::OwnedFd) -> Result<Vec<DirEntry>, Errno> {
             let e = &*ent;
             (CStr::from_ptr(e.d_name.as_ptr()).to_bytes().to_vec(), e.d_ino, e.d_type)
         };
-        let name = OsString::from_vec(name);
-        out.push(DirEntry { lower: name.clone(), name, ino, kind: kind_of(ty) });
+        out.push(DirEntry { lower: OsString::from_vec(name), shown: None, ino, kind: kind_of(ty) });
     }
     // SAFETY: valid DIR*, closed once.
     unsafe { libc::closedir(dir) };
@@ -103,8 +110,7 @@ impl<L: Layer> Core<L> {
     fn read_listing(&self, dir: u64, fd: &std::os::fd::OwnedFd) -> Result<Arc<Listing>, Errno> {
         let class = self.class_of(dir)?;
         let mut all = read_all(fd)?;
-        let lower_names: Vec<OsString> = all.iter().map(|e| e.lower.clone()).collect();
-        if self.seed_for_listing(dir, &lower_names) {
+        if self.seed_for_listing(dir, &all) {
             all = read_all(fd)?;
         }
         self.show_box_names(class, &mut all);
@@ -139,7 +145,7 @@ impl<L: Layer> Core<L> {
     fn show_box_names(&self, class: crate::policy::Class, all: &mut Vec<DirEntry>) {
         all.retain_mut(|e| match self.box_name(class, &e.lower) {
             Some(n) if n != e.lower.as_os_str() => {
-                e.name = n.to_os_string();
+                e.shown = Some(n.to_os_string());
                 true
             }
             Some(_) => true,
@@ -195,15 +201,9 @@ impl<L: Layer> Core<L> {
             *guard = Some(self.read_listing(dir, &fd)?);
         }
         let listing = guard.as_ref().expect("filled above").clone();
-        let entries = listing
-            .entries
-            .iter()
-            .enumerate()
-            .skip(Listing::index(offset))
-            .take(max)
-            .map(|(i, e)| (listing.offset(i), e.clone()))
-            .collect();
-        Ok(DirPage { entries })
+        let from = Listing::index(offset).min(listing.entries.len());
+        let to = from.saturating_add(max).min(listing.entries.len());
+        Ok(DirPage { listing, from, to })
     }
 
     /// The entry READDIRPLUS sends for one name; None when the name is gone.

@@ -299,7 +299,7 @@ impl<L: Layer> Core<L> {
             };
             if let Some(st) = st {
                 let rec = LockRecord { owner: Proc::of(pid), dev: st.st_dev, ino: st.st_ino };
-                self.judge.locks.created(child.path.clone(), rec);
+                self.judge.locks.created(child.path.to_c_string(), rec);
             }
         } else if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
@@ -387,7 +387,7 @@ impl<L: Layer> Core<L> {
             Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
             _ => Vec::new(),
         };
-        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.clone(), heals }))
+        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.to_c_string(), heals }))
     }
 
     /// Moves of HEAD or of the branch the command started on: refused while the other side has

@@ -31,11 +31,11 @@ impl<L: Layer> Core<L> {
     }
 
     /// A listing of a git dir shows `index` when the box would see one: seed it first.
-    pub(crate) fn seed_for_listing(&self, dir: u64, lower_names: &[std::ffi::OsString]) -> bool {
+    pub(crate) fn seed_for_listing(&self, dir: u64, listed: &[crate::handles::DirEntry]) -> bool {
         if !self.layer.index_split() || self.class_of(dir).ok() != Some(Class::GitDir) {
             return false;
         }
-        let has = |n: &str| lower_names.iter().any(|x| x == n);
+        let has = |n: &str| listed.iter().any(|x| x.lower == n);
         if !has(SHARED_INDEX) || has(INDEX_BOX) {
             return false;
         }

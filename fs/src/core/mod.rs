@@ -271,7 +271,7 @@ impl<L: Layer> Core<L> {
         let parent_class = self.class_of(parent)?;
         let guess = self.layer.classify(parent_class, name, false);
         let child = self.child(parent, name)?;
-        let path = child.path.clone();
+        let path = child.path.as_c_str();
         if guess == Class::Index && self.layer.index_split() {
             self.seed_index(parent)?;
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.

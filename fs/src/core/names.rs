@@ -2,7 +2,7 @@
 //! on the lower as `index-box` and `index-box.lock`, and some lower names are never shown.
 
 use std::borrow::Cow;
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 
 use fuser::Errno;
 
@@ -15,7 +15,7 @@ use crate::policy::Class;
 #[derive(Debug)]
 pub(crate) struct Child<'a> {
     /// Lower path relative to the root.
-    pub path: CString,
+    pub path: crate::lower_path::LowerPath,
     /// The name on the lower (the node remembers this one).
     pub lower: Cow<'a, OsStr>,
 }

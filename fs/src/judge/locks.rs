@@ -73,7 +73,7 @@ impl Locks {
     }
 
     /// Forgets a lock (committed by rename, or removed).
-    pub fn released(&self, path: &CString) {
+    pub fn released(&self, path: &CStr) {
         self.held.remove(path);
         self.dead_since.remove(path);
     }
