@@ -388,9 +388,9 @@ impl<L: Layer> Filesystem for Core<L> {
         reply_empty(reply, Core::setxattr(self, ino.0, name, value, flags));
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _s = debug_span!("getxattr", ino = ino.0, ?name).entered();
-        reply_xattr(reply, Core::getxattr(self, ino.0, name, size));
+        reply_xattr(reply, Core::getxattr(self, ino.0, name, size, req.pid()));
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {

@@ -1,23 +1,79 @@
-//! `seam-git`, the reference-transaction shim. Not implemented yet: it arrives with the
-//! ref-move issue; until then it refuses to pretend.
+//! `seam-git`: a thin CLI over the `seam_git` library. Run by git as a hook (through a link
+//! named after the hook, in the dir `core.hooksPath` names) or as `seam-git hook NAME ARGS`.
 
-use clap::Parser;
+use std::path::PathBuf;
+use std::process::exit;
 
-/// seam-git: a thin shim for git's hook path (reference-transaction), delegating to the repo's
-/// own hooks.
+use clap::{Parser, Subcommand};
+
+use seam_git::hook::{self, EXIT_USAGE};
+use seam_git::{install, is_hook, HOOKS};
+
+/// seam-git: a hook shim for git's core.hooksPath in a seamfs box. As reference-transaction, in
+/// the `prepared` state, it asks seamfs whether each ref move would be refused and, if so,
+/// prints seamfs's reason and fails, so git aborts the transaction. Every hook it runs as then
+/// runs the repository's own hook of that name (same arguments, input and environment).
 ///
-/// Exit codes: 2 bad arguments; 70 not implemented yet.
+/// Install: `seam-git install-hooks DIR && git config --global core.hooksPath DIR`.
+///
+/// Exit codes (as a hook): 0 ok; 1 refused (the reason is on stderr); 2 bad arguments or no
+/// usable git dir; 126 the repository's hook could not be run; any other: the repository's
+/// hook's (128+N when a signal N ended it). install-hooks: 0 done; 1 something is in the way
+/// or a filesystem call failed (the message names the path); 2 bad arguments.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, about, long_about)]
 struct Cli {
-    /// The hook name git runs (e.g. reference-transaction).
-    hook: Option<String>,
-    /// Arguments git passes to the hook.
-    args: Vec<String>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Create DIR (for core.hooksPath) with a link to this binary for every hook git runs by
+    /// name; links already there are kept, anything else there is refused.
+    InstallHooks {
+        /// The hooks dir.
+        dir: PathBuf,
+    },
+    /// Run as hook NAME with git's arguments (what a link named NAME does).
+    Hook {
+        /// The hook's name, e.g. reference-transaction.
+        name: String,
+        /// The arguments git passes to the hook.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn me() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|e| {
+        eprintln!("seam-git: could not find this binary's path (/proc/self/exe): {e}");
+        exit(EXIT_USAGE)
+    })
 }
 
 fn main() {
-    let _cli = Cli::parse();
-    eprintln!("seam-git: not implemented yet (it arrives with the ref-move issue); nothing was done");
-    std::process::exit(70);
+    // Git runs the link by its hook name and passes the hook's own arguments: no CLI parsing.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    let called = PathBuf::from(argv0).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    if is_hook(&called) {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        exit(hook::run(&called, &args, &me()));
+    }
+    match Cli::parse().cmd {
+        Cmd::InstallHooks { dir } => match install::install_hooks(&dir, &me(), HOOKS) {
+            Ok(made) => eprintln!("seam-git: {} ready ({made} links made); now: git config --global core.hooksPath {}", dir.display(), dir.display()),
+            Err(e) => {
+                eprintln!("seam-git: {e}");
+                exit(1)
+            }
+        },
+        Cmd::Hook { name, args } => {
+            if !is_hook(&name) {
+                eprintln!("seam-git: {name:?} is not a hook git runs (known: {})", HOOKS.join(", "));
+                exit(EXIT_USAGE)
+            }
+            exit(hook::run(&name, &args, &me()))
+        }
+    }
 }

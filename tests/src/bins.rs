@@ -52,6 +52,11 @@ pub fn seam_lab() -> PathBuf {
     bin("seam-lab")
 }
 
+/// The hook shim (`seam-git`).
+pub fn seam_git() -> PathBuf {
+    bin("seam-git")
+}
+
 /// True when the lab binary has been built (tests that need the emulator may skip without it).
 pub fn seam_lab_available() -> bool {
     bin_dir().join("seam-lab").is_file()

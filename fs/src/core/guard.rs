@@ -34,6 +34,19 @@ pub(crate) struct AfterRename {
     heals: Vec<super::heal_seal::PendingHeal>,
 }
 
+/// A commit of a lock judged (`Core::commit_verdict`): where, what, and the answer.
+#[derive(Debug)]
+pub(crate) struct Judged {
+    /// The git dir holding the name.
+    pub gitdir: PathBuf,
+    /// What the commit replaces.
+    pub target: Target,
+    /// The ref's value now, as the judging compares it (refs only).
+    pub old_value: Option<String>,
+    /// Allow, or refuse with the reason.
+    pub verdict: Verdict,
+}
+
 fn hash(bytes: &Option<Vec<u8>>) -> Option<u64> {
     bytes.as_ref().map(|b| {
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -343,8 +356,28 @@ impl<L: Layer> Core<L> {
         if !is_commit {
             return Ok(None);
         }
-        let Some((gitdir, rel)) = self.in_git_dir(newparent, &new.lower) else { return Ok(None) };
         let p = Proc::of(pid);
+        let Some(Judged { gitdir, target, old_value, verdict }) = self.commit_verdict(newparent, &new.lower, p) else {
+            return Ok(None);
+        };
+        if let Verdict::Refuse(msg) = verdict {
+            warn!(pid, gitdir = %gitdir.display(), "{msg}");
+            return Err(Errno::EBUSY);
+        }
+        let new_value = read_lower(&self.lower, &super::dotgit::rel_path(&old.path)).ok().flatten();
+        let heals = match &target {
+            Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
+            _ => Vec::new(),
+        };
+        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.to_c_string(), heals }))
+    }
+
+    /// The verdict on committing `<name>.lock` onto `<name>` in directory `dir` (a lower name),
+    /// for process `p`, as things stand now; None outside a git dir. It only reads (the lower and
+    /// the tracker), so the rename and the `user.seamfs.verdict` attribute ask the same question
+    /// and get the same answer without one disturbing the other.
+    pub(crate) fn commit_verdict(&self, dir: u64, name: &OsStr, p: Proc) -> Option<Judged> {
+        let (gitdir, rel) = self.in_git_dir(dir, name)?;
         let target = target_of(&rel);
         let mut old_value = None;
         let verdict = match &target {
@@ -354,16 +387,13 @@ impl<L: Layer> Core<L> {
                 // Only HEAD and the branch the command started on are held to what it saw then:
                 // other refs are left to git's own compare-and-swap, sound now that reads are
                 // fresh (`branch -f side`, `tag`, `branch -D` are not second-guessed).
-                if now.is_none() && name.starts_with("refs/heads/") && self.reflog_has_history(&gitdir, name) {
-                    let msg = format!(
-                        "refused to create {name}: it reads as absent but its reflog holds history (a stale read of a branch with commits); nothing was changed, run the command again"
-                    );
-                    warn!(pid, gitdir = %gitdir.display(), "{msg}");
-                    return Err(Errno::EBUSY);
-                }
                 let held = name == "HEAD"
                     || self.judge.tracker.start_of(p).is_some_and(|s| s.common == gitdir && s.branch.as_deref() == Some(name.as_str()));
-                if !held {
+                if now.is_none() && name.starts_with("refs/heads/") && self.reflog_has_history(&gitdir, name) {
+                    Verdict::Refuse(format!(
+                        "refused to create {name}: it reads as absent but its reflog holds history (a stale read of a branch with commits); nothing was changed, run the command again"
+                    ))
+                } else if !held {
                     Verdict::Allow
                 } else {
                     match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
@@ -378,16 +408,7 @@ impl<L: Layer> Core<L> {
             }
             Target::Other => Verdict::Allow,
         };
-        if let Verdict::Refuse(msg) = verdict {
-            warn!(pid, gitdir = %gitdir.display(), "{msg}");
-            return Err(Errno::EBUSY);
-        }
-        let new_value = read_lower(&self.lower, &super::dotgit::rel_path(&old.path)).ok().flatten();
-        let heals = match &target {
-            Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
-            _ => Vec::new(),
-        };
-        Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.to_c_string(), heals }))
+        Some(Judged { gitdir, target, old_value, verdict })
     }
 
     /// Moves of HEAD or of the branch the command started on: refused while the other side has

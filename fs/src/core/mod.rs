@@ -14,6 +14,7 @@ mod killpriv;
 mod listing;
 mod names;
 mod namespace;
+mod verdict_xattr;
 mod xattr;
 
 use std::ffi::{CStr, OsStr};

@@ -1,5 +1,6 @@
 //! Extended attributes, through `/proc/self/fd/N` of a verified O_PATH fd (as virtiofsd does:
-//! the magic link reaches the node itself, a symlink included, and nothing else).
+//! the magic link reaches the node itself, a symlink included, and nothing else). One name is
+//! virtual: `user.seamfs.verdict` (`verdict_xattr`).
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::AsRawFd;
@@ -32,13 +33,25 @@ fn sized(n: isize, buf: Vec<u8>, size: u32) -> Result<XattrReply, Errno> {
     Ok(XattrReply::Data(buf))
 }
 
+/// A value computed here (not read from the lower), answered as getxattr(2) would.
+fn answer(value: Vec<u8>, size: u32) -> Result<XattrReply, Errno> {
+    match size {
+        0 => Ok(XattrReply::Size(value.len() as u32)),
+        s if (s as usize) < value.len() => Err(Errno::ERANGE),
+        _ => Ok(XattrReply::Data(value)),
+    }
+}
+
 fn cname(name: &OsStr) -> Result<CString, Errno> {
     CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)
 }
 
 impl<L: Layer> Core<L> {
-    /// GETXATTR.
-    pub fn getxattr(&self, id: u64, name: &OsStr, size: u32) -> Result<XattrReply, Errno> {
+    /// GETXATTR by request pid `pid` (`user.seamfs.verdict` is judged for its parent).
+    pub fn getxattr(&self, id: u64, name: &OsStr, size: u32, pid: u32) -> Result<XattrReply, Errno> {
+        if self.is_verdict_xattr(name) {
+            return answer(self.verdict_xattr(id, pid)?, size);
+        }
         let fd = self.node_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
@@ -64,6 +77,10 @@ impl<L: Layer> Core<L> {
 
     /// SETXATTR.
     pub fn setxattr(&self, id: u64, name: &OsStr, value: &[u8], flags: i32) -> Result<(), Errno> {
+        if self.is_verdict_xattr(name) {
+            // Computed on every read: a stored value would be a stale answer.
+            return Err(Errno::EPERM);
+        }
         let fd = self.node_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
@@ -73,6 +90,9 @@ impl<L: Layer> Core<L> {
 
     /// REMOVEXATTR.
     pub fn removexattr(&self, id: u64, name: &OsStr) -> Result<(), Errno> {
+        if self.is_verdict_xattr(name) {
+            return Err(Errno::EPERM);
+        }
         let fd = self.node_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;

@@ -17,6 +17,13 @@ pub fn start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The parent process id of `pid` (field 4 of `/proc/<pid>/stat`), or None when it is gone.
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// The thread-group id (the process) of a thread id; FUSE requests carry the thread's id.
 pub fn tgid(tid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -29,6 +36,13 @@ impl Proc {
     pub fn of(tid: u32) -> Proc {
         let pid = tgid(tid).unwrap_or(tid);
         Proc { pid, start: start_time(pid).unwrap_or(0) }
+    }
+
+    /// The parent of the process behind a request's pid: a git hook asking about the lock its
+    /// git holds runs as that git's child.
+    pub fn parent_of(tid: u32) -> Option<Proc> {
+        let pid = tgid(tid).unwrap_or(tid);
+        parent_pid(pid).filter(|&pp| pp != 0).map(Proc::of)
     }
 
     /// True while this very process runs (a zombie counts as gone: it will never rename).
@@ -62,8 +76,18 @@ mod tests {
         child.wait().expect("wait");
         assert!(!p.alive(), "a reaped child is gone");
         assert!(!Proc { pid: me.pid, start: me.start + 1 }.alive(), "same pid, other start: another process");
-        // SAFETY: gettid has no failure mode.
-        let here = std::thread::scope(|s| s.spawn(|| Proc::of(unsafe { libc::gettid() } as u32)).join().expect("thread"));
+        let (here, parent) = std::thread::scope(|s| {
+            s.spawn(|| {
+                // SAFETY: gettid has no failure mode.
+                let tid = unsafe { libc::gettid() } as u32;
+                (Proc::of(tid), Proc::parent_of(tid))
+            })
+            .join()
+            .expect("thread")
+        });
         assert_eq!(here.pid, me.pid, "a thread maps to its process");
+        let parent = parent.expect("the test has a parent");
+        // SAFETY: getppid has no failure mode.
+        assert_eq!(parent.pid, unsafe { libc::getppid() } as u32, "a thread's process's parent");
     }
 }

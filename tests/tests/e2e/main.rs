@@ -15,5 +15,6 @@ mod hostbox;
 mod index_split;
 mod locks;
 mod refmoves;
+mod shim;
 mod heal;
 mod races;
