@@ -8,6 +8,8 @@
 //! host, as a person would; one left holding only `autostash` (git's leftover, which `rebase
 //! --abort` cannot clear) is recovered as seamfs's refusal message says and counted. Leftover
 //! dirs are git's own failure on the host, so they are reported, not judged; lost work is judged.
+//! A box commit that a host `rebase --abort` rewound to the branch value the rebase had read
+//! before the commit landed (git's own window, bug 8 in docs/lab.md) is counted apart and shown.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -191,7 +193,11 @@ pub fn run(rig: &Rig, up: &Upstream, p: &Params) -> Result<Figures, LabError> {
     let leftovers = rebase_dirs(&rig.gitdir());
     let history = subjects(&rig.host, "refs/heads/main")?;
     let lost: Vec<&(String, String, bool)> = b.landed.iter().filter(|(s, _, _)| !history.contains(s)).collect();
-    let box_lost = lost.len() as u64;
+    let mut rewound = 0u64;
+    for (_, id, _) in &lost {
+        rewound += u64::from(rewound_by_host_abort(&rig.host, id)?);
+    }
+    let box_lost = lost.len() as u64 - rewound;
     let detached = b.landed.iter().filter(|(_, _, d)| *d).count() as u64;
     let (wip_lost, wip_displaced) = wip_accounting(&rig.host, &h.wip_lines)?;
     let fsck = fsck_problems(&rig.host)?;
@@ -199,6 +205,7 @@ pub fn run(rig: &Rig, up: &Upstream, p: &Params) -> Result<Figures, LabError> {
     let mut f = Figures::default();
     f.zero("work_lost", "work lost (box commits + host lines)", box_lost + wip_lost);
     f.count("box_commits_lost", "box commits missing from the branch", box_lost);
+    f.count("box_commits_rewound_by_host_abort", "box commits a host rebase --abort rewound (git's window)", rewound);
     f.count("box_commits_detached", "box commits made on a detached HEAD", detached);
     f.count("host_wip_lost", "host uncommitted lines lost", wip_lost);
     f.count("host_wip_displaced", "host lines only in a stash entry", wip_displaced);
@@ -213,7 +220,12 @@ pub fn run(rig: &Rig, up: &Upstream, p: &Params) -> Result<Figures, LabError> {
     f.ms("box_commit_p50_ms", "box add+commit p50", b.commits.percentile_ms(50.0));
     for (subject, id, detached) in lost.iter().take(5) {
         let on = if *detached { "on a detached HEAD (a rebase in progress)" } else { "on the branch" };
-        f.note(format!("lost: {subject} {id}, made {on}"));
+        let how = if rewound_by_host_abort(&rig.host, id)? {
+            " (rewound by a host `rebase --abort` to the branch it read before this commit landed: git's own window, bug 8 in docs/lab.md)"
+        } else {
+            ""
+        };
+        f.note(format!("lost: {subject} {id}, made {on}{how}"));
     }
     if let Some(n) = b.commits.reasons_note("box commit", 3) {
         f.note(n);
@@ -236,4 +248,58 @@ pub fn run(rig: &Rig, up: &Upstream, p: &Params) -> Result<Figures, LabError> {
         f.note(format!("fsck: {p}"));
     }
     Ok(f)
+}
+
+/// True when a host `rebase --abort` took the branch from box commit `id` back to one of its
+/// ancestors (bug 8 in docs/lab.md). The host's rebase read the branch before the box commit
+/// landed, and its abort put that value back without a compare-and-swap; no operation state
+/// existed yet when the box moved the branch, so no judge could see it. Two git processes on one
+/// kernel race the same way. Counted apart from `work_lost`, and shown.
+fn rewound_by_host_abort(host: &Path, id: &str) -> Result<bool, LabError> {
+    let log = host.join(".git/logs/refs/heads/main");
+    let text = std::fs::read_to_string(&log).map_err(|e| LabError::new("read reflog", &log, e))?;
+    for line in text.lines() {
+        let Some((ids, msg)) = line.split_once('\t') else { continue };
+        let mut f = ids.split(' ');
+        let (Some(old), Some(new)) = (f.next(), f.next()) else { continue };
+        if old != id || !msg.starts_with("rebase (abort)") {
+            continue;
+        }
+        let st = crate::lab::git::git_cmd(host)
+            .args(["merge-base", "--is-ancestor", new, id])
+            .status()
+            .map_err(|e| LabError::new("run git merge-base", host, e))?;
+        if st.success() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A real repository whose branch a `rebase (abort)` reflog entry took back from a commit
+    /// to its parent: that commit is rewound, a commit only reset past by another message is not.
+    #[test]
+    fn a_rebase_abort_back_to_an_ancestor_is_told_apart() {
+        let dir = std::env::temp_dir().join(format!("seam-autostash-rewound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        git(&dir, &["init", "-q", "-b", "main"]).expect("init");
+        let commit = |n: &str| {
+            std::fs::write(dir.join(n), n).expect("write");
+            git(&dir, &["add", n]).expect("add");
+            git(&dir, &["commit", "-q", "-m", n]).expect("commit");
+            git(&dir, &["rev-parse", "HEAD"]).expect("rev-parse")
+        };
+        let (a, b) = (commit("a"), commit("b"));
+        git(&dir, &["update-ref", "-m", "rebase (abort): returning to refs/heads/main", "refs/heads/main", &a, &b]).expect("abort");
+        let c = commit("c");
+        git(&dir, &["update-ref", "-m", "reset: moving to HEAD~", "refs/heads/main", &a, &c]).expect("reset");
+        assert!(rewound_by_host_abort(&dir, &b).expect("judge b"), "b was rewound by the abort");
+        assert!(!rewound_by_host_abort(&dir, &c).expect("judge c"), "c was reset past, not by an abort");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

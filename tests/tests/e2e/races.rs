@@ -195,10 +195,11 @@ fn autostash_pull_vs_box_commits() {
     r.seamfs_zero(&["work_lost", "fsck_problems"]);
     assert!(r.landed("seamfs", "box_commits").0 > 0, "no box commit landed through seamfs");
     eprintln!(
-        "  control: work lost {}, leftover autostash dirs {}; seamfs: leftover autostash dirs {}, pulls landed {:?}",
+        "  control: work lost {}, leftover autostash dirs {}; seamfs: leftover autostash dirs {}, box commits a host abort rewound {}, pulls landed {:?}",
         r.count("control", "work_lost"),
         r.count("control", "leftover_autostash"),
         r.count("seamfs", "leftover_autostash"),
+        r.count("seamfs", "box_commits_rewound_by_host_abort"),
         r.landed("seamfs", "host_pulls")
     );
 }
