@@ -19,7 +19,7 @@ impl Notify {
 
     /// Reports a failure with its exit code and message.
     pub fn fail(mut self, code: i32, msg: &str) {
-        let _ = write!(self.0, "{code} {msg}\n");
+        let _ = writeln!(self.0, "{code} {msg}");
     }
 }
 

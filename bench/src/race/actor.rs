@@ -164,7 +164,7 @@ impl Tally {
             return None;
         }
         let mut r = self.reasons.clone();
-        r.sort_by(|a, b| b.1.cmp(&a.1));
+        r.sort_by_key(|x| std::cmp::Reverse(x.1));
         let parts: Vec<String> = r.iter().take(max).map(|(why, n)| format!("{n}x {why}")).collect();
         Some(format!("{what} refused: {}", parts.join("; ")))
     }

@@ -112,8 +112,6 @@ fn box_committer(dir: &Path, seed: &[String], n: usize, think: Duration) -> Resu
             std::thread::sleep(think);
         }
         let rel = format!("box/{i:04}.txt");
-        if i == 0 {
-        }
         write_file(dir, &rel, &format!("box change {i}\n"))?;
         let add = git_run(dir, &["add", &rel])?;
         b.adds.record_ran(&add);

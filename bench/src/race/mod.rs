@@ -256,7 +256,7 @@ fn run_target(
         Scenario::Kill9 => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| kill9::run(r, s, p)),
         Scenario::Config => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, _| config::run(r, p)),
         Scenario::Autostash => staged(root, logs, target, share, autostash::prepare, |r, s| autostash::run(r, s, p)),
-        Scenario::Clients => staged(root, logs, target, share, |h, _| clients::prepare(h), |r, s| clients::run(r, s)),
+        Scenario::Clients => staged(root, logs, target, share, |h, _| clients::prepare(h), clients::run),
         Scenario::Ide => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| ide::run(r, s, p)),
     }
 }

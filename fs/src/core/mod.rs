@@ -279,13 +279,13 @@ impl<L: Layer> Core<L> {
             self.note_index_read(parent, pid);
         }
         if self.policy(guess).refresh {
-            self.lower.refresh(&path);
+            self.lower.refresh(path);
         }
         self.guard_lookup(parent, guess, &child, pid);
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
         }
-        let st = match self.lower.stat(&path) {
+        let st = match self.lower.stat(path) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
             Err(e) => return Err(io_err(e)),
@@ -297,7 +297,7 @@ impl<L: Layer> Core<L> {
                     Class::GitDir
                 } else {
                     if !is_dir && name == ".git" && self.layer.index_split() {
-                        self.note_dotgit_file(&dotgit::rel_path(&path), st);
+                        self.note_dotgit_file(&dotgit::rel_path(path), st);
                     }
                     self.layer.classify(parent_class, name, is_dir)
                 }
@@ -319,7 +319,7 @@ impl<L: Layer> Core<L> {
             }
             (Answer::Missing, _) | (_, None) => self.negative(class, ttl),
             (_, Some(st)) => {
-                let id = self.found(parent, &child.lower, &st, class, &path);
+                let id = self.found(parent, &child.lower, &st, class, path);
                 Ok(self.entry_for(id, &st, class, ttl))
             }
         };
