@@ -1,5 +1,7 @@
 //! `race kill9`: the box's `git add` / `git commit` killed with SIGKILL at random points, chosen
-//! from the seed, over N commit attempts.
+//! from the seed, over N commit attempts. Kill points are drawn over 1.25x the add + commit time,
+//! measured again by every tenth attempt, which runs unkilled (a probe), so the window follows
+//! the load and the growing repository, and some commits land to be checked.
 //!
 //! After each kill the lab waits 1 s and counts lock files (`*.lock`, anywhere in the host's git
 //! dir); if any are there it looks again 2 s later, to tell a late release from none. On the
@@ -27,6 +29,17 @@ pub const GRACE: Duration = Duration::from_secs(1);
 pub const LATE: Duration = Duration::from_secs(2);
 /// Uninterrupted commits that measure how long add and commit take.
 const CALIBRATION: usize = 3;
+/// Every this many attempts, one runs unkilled to measure the add + commit time again.
+const PROBE_EVERY: usize = 10;
+/// Probes (and calibration attempts) the kill window is the median of.
+const PROBES_KEPT: usize = 5;
+
+/// The median of some durations in milliseconds (at least 5 ms: a floor for the kill window).
+fn median_ms(d: &[Duration]) -> f64 {
+    let mut ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    ms.get(ms.len() / 2).copied().unwrap_or(5.0).max(5.0)
+}
 
 #[derive(Debug, Default)]
 struct Tallies {
@@ -40,8 +53,9 @@ struct Tallies {
     landed: Vec<String>,
 }
 
-/// One add + commit; `kill_at` (from the start of the add) kills whichever runs then.
-fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Duration>, t: &mut Tallies) -> Result<(), LabError> {
+/// One add + commit; `kill_at` (from the start of the add) kills whichever runs then. Returns
+/// how long the attempt took.
+fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Duration>, t: &mut Tallies) -> Result<Duration, LabError> {
     let never = Duration::from_secs(3600);
     let started = Instant::now();
     let add = wait_or_kill(git_spawn(dir, &["add", rel])?, started, kill_at.unwrap_or(never), dir)?;
@@ -64,7 +78,8 @@ fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Dura
             }
         }
     }
-    t.attempts.record(ok, started.elapsed(), || if killed { "killed".into() } else { "failed (not killed)".into() });
+    let took = started.elapsed();
+    t.attempts.record(ok, took, || if killed { "killed".into() } else { "failed (not killed)".into() });
     if killed {
         std::thread::sleep(GRACE);
         let locks = lock_files(gitdir);
@@ -88,7 +103,7 @@ fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Dura
             }
         }
     }
-    Ok(())
+    Ok(took)
 }
 
 /// Runs the scenario on a mounted rig.
@@ -97,23 +112,35 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let dir = &rig.box_dir;
     let gitdir = rig.gitdir();
     let mut t = Tallies::default();
+    let mut recent = Vec::new();
     for i in 0..CALIBRATION {
         let rel = format!("box/calibrate-{i}.txt");
         write_file(dir, &rel, "calibration\n")?;
-        attempt(dir, &gitdir, &rel, &format!("box calibration {i}"), None, &mut t)?;
+        recent.push(attempt(dir, &gitdir, &rel, &format!("box calibration {i}"), None, &mut t)?);
     }
-    // Kill points spread over the whole add + commit, and a little past it (some attempts finish).
-    let typical = t.attempts.percentile_ms(50.0).max(5.0);
-    let span_us = (typical * 1.25 * 1000.0) as u64;
     t.attempts = Tally::default();
     let mut rng = p.seed ^ 0x6b69_6c6c_3921;
+    let mut typical = median_ms(&recent);
     for i in 0..n {
         let rel = format!("box/{i:04}.txt");
         write_file(dir, &rel, &format!("box change {i}\n"))?;
+        let msg = format!("box commit {i}");
+        if i % PROBE_EVERY == PROBE_EVERY - 1 {
+            // A probe: never killed, so the kill window follows how long an attempt takes now
+            // (load and a growing repository stretch it) and some commits always land.
+            recent.push(attempt(dir, &gitdir, &rel, &msg, None, &mut t)?);
+            let keep = recent.len().saturating_sub(PROBES_KEPT);
+            recent.drain(..keep);
+            typical = median_ms(&recent);
+            continue;
+        }
+        // Kill points spread over the whole add + commit, and a little past it.
+        let span_us = (typical * 1.25 * 1000.0) as u64;
         let kill_at = Duration::from_micros(draw(&mut rng, span_us));
-        attempt(dir, &gitdir, &rel, &format!("box commit {i}"), Some(kill_at), &mut t)?;
+        attempt(dir, &gitdir, &rel, &msg, Some(kill_at), &mut t)?;
     }
-    let left_at_end = lock_files(&gitdir).len() as u64;
+    let at_end = lock_files(&gitdir);
+    let left_at_end = at_end.len() as u64;
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
     let unreachable = t.landed.iter().filter(|id| !on_branch.contains(*id)).count() as u64;
     let fsck = fsck_problems(&rig.host)?;
@@ -129,7 +156,11 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.count("kills_add", "kills during git add", t.kills_add);
     f.count("kills_commit", "kills during git commit", t.kills_commit);
     f.share("attempts", "commit attempts landed", t.attempts.landed, t.attempts.attempted);
-    f.ms("typical_ms", "add+commit time (calibration)", typical);
+    f.ms("typical_ms", "add+commit time (last probes)", typical);
+    if !at_end.is_empty() {
+        let names: Vec<String> = at_end.iter().map(|l| l.strip_prefix(&gitdir).unwrap_or(l).display().to_string()).collect();
+        f.note(format!("lock files at the end: {}", names.join(", ")));
+    }
     if !t.lock_names.is_empty() {
         f.note(format!("locks left after 1 s (the lab removes those still there 2 s later): {}", t.lock_names.join(", ")));
     }

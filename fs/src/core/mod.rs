@@ -258,7 +258,10 @@ impl<L: Layer> Core<L> {
     pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat) -> Result<Entry, Errno> {
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
         let id = self.found(parent, &child.lower, &st, class, &child.path);
-        Ok(self.entry_for(id, &st, class, None))
+        let entry = self.entry_for(id, &st, class, None);
+        // The reply gives the kernel this entry as a lookup would (the share's fault model).
+        self.layer.answered(parent, name, Some(id), entry.entry_ttl);
+        Ok(entry)
     }
 
     fn found(&self, parent: u64, name: &OsStr, st: &libc::stat, class: Class, path: &CStr) -> u64 {

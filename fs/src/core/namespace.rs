@@ -7,6 +7,8 @@ use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use std::time::Duration;
+
 use fuser::Errno;
 
 use super::names::Child;
@@ -101,6 +103,7 @@ impl<L: Layer> Core<L> {
         self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
         self.listings.forget(parent);
+        self.layer.answered(parent, name, None, Duration::ZERO);
         self.guard_removed(parent, &c);
         if let Some(old) = before {
             self.guard_ref_removed(parent, &c.lower, who_pid, old);
@@ -119,6 +122,7 @@ impl<L: Layer> Core<L> {
             r => r.map_err(Errno::from)?,
         }
         self.listings.forget(parent);
+        self.layer.answered(parent, name, None, Duration::ZERO);
         self.guard_removed(parent, &c);
         Ok(())
     }
@@ -148,6 +152,8 @@ impl<L: Layer> Core<L> {
         self.follow_move(newparent, newname, &new);
         if flags & libc::RENAME_EXCHANGE != 0 {
             self.follow_move(parent, name, &old);
+        } else {
+            self.layer.answered(parent, name, None, Duration::ZERO);
         }
         self.after_index_commit(newparent, newname);
         Ok(())
@@ -161,5 +167,7 @@ impl<L: Layer> Core<L> {
         if let Ok(class) = self.child_class(parent, name, is_dir) {
             self.inodes.moved(id, parent, &child.lower, class);
         }
+        // The kernel moved its entry here: the name now holds this node (the share's fault model).
+        self.layer.answered(parent, name, Some(id), Duration::ZERO);
     }
 }
