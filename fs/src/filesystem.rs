@@ -112,13 +112,11 @@ impl<L: Layer> Filesystem for Core<L> {
             && config.set_max_stack_depth(self.opts.max_stack_depth).is_ok()
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok();
         self.set_passthrough(pass);
-        let writeback = self.opts.writeback_cache
-            && caps.contains(InitFlags::FUSE_WRITEBACK_CACHE)
-            && config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE).is_ok();
+        // An option the kernel may refuse: on only when wanted, offered and taken.
+        let mut opt_in = |wanted: bool, flag: InitFlags| wanted && caps.contains(flag) && config.add_capabilities(flag).is_ok();
+        let writeback = opt_in(self.opts.writeback_cache, InitFlags::FUSE_WRITEBACK_CACHE);
         self.set_writeback(writeback);
-        let killpriv = self.opts.kill_privs
-            && caps.contains(InitFlags::FUSE_HANDLE_KILLPRIV_V2)
-            && config.add_capabilities(InitFlags::FUSE_HANDLE_KILLPRIV_V2).is_ok();
+        let killpriv = opt_in(self.opts.kill_privs, InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         self.set_killpriv(killpriv);
         info!(
             abi = %config.kernel_abi(),

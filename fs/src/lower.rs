@@ -78,7 +78,7 @@ impl Lower {
     /// A path's device and inode number, without asking a FUSE lower for fresh attributes
     /// (see [`identity`]).
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
-        statx_identity(self.root_fd(), rel, libc::AT_SYMLINK_NOFOLLOW)
+        statx_cached(self.root_fd(), rel, 0, libc::STATX_INO).map(|x| identity_of(&x))
     }
 
     /// Opens a path relative to the root without following any symlink.
@@ -244,16 +244,22 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 /// An open file's device and inode number, from the kernel's cached attributes: they never
 /// change for an open file, so asking a FUSE lower for fresh attributes would only cost a GETATTR.
 pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
-    statx_identity(fd, c"", libc::AT_EMPTY_PATH)
+    statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_INO).map(|x| identity_of(&x))
 }
 
-fn statx_identity(dirfd: RawFd, rel: &CStr, flags: i32) -> io::Result<(u64, u64)> {
+fn identity_of(x: &libc::statx) -> (u64, u64) {
+    (libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino)
+}
+
+/// `statx` of `rel` under `dirfd` (`flags` as for statx; no symlink followed) from the kernel's
+/// cached attributes (`AT_STATX_DONT_SYNC`): a FUSE lower is not asked for fresh ones.
+pub fn statx_cached(dirfd: RawFd, rel: &CStr, flags: i32, mask: u32) -> io::Result<libc::statx> {
     // SAFETY: an all-zero statx is a valid out-buffer.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let flags = flags | libc::AT_STATX_DONT_SYNC | libc::AT_SYMLINK_NOFOLLOW;
     // SAFETY: valid fd, C string and out-pointer.
-    cvt(unsafe { libc::statx(dirfd, rel.as_ptr(), flags, libc::STATX_INO, &mut stx) })?;
-    Ok((libc::makedev(stx.stx_dev_major, stx.stx_dev_minor), stx.stx_ino))
+    cvt(unsafe { libc::statx(dirfd, rel.as_ptr(), flags, mask, &mut stx) })?;
+    Ok(stx)
 }
 
 /// The `/proc/self/fd/N` path of an fd, to reach what an O_PATH fd refers to.

@@ -115,7 +115,7 @@ impl<L: Layer> Core<L> {
         }
         self.show_box_names(class, &mut all);
         let listing = Arc::new(Listing::new(all));
-        if let Some(ttl) = self.listing_ttl(dir) {
+        if let Some(ttl) = self.class_listing_ttl(class) {
             self.listings.keep(dir, listing.clone(), ttl);
         }
         Ok(listing)
@@ -129,15 +129,9 @@ impl<L: Layer> Core<L> {
         if !self.listings.should_warm(dir, ttl) {
             return;
         }
+        // Read only to refresh the share's entries (and kept, as any listing of the directory).
         if let Ok(fd) = self.open_dir_fd(dir) {
-            if let Ok(mut all) = read_all(&fd) {
-                let class = match self.class_of(dir) {
-                    Ok(c) => c,
-                    Err(_) => return,
-                };
-                self.show_box_names(class, &mut all);
-                self.listings.keep(dir, Arc::new(Listing::new(all)), ttl);
-            }
+            let _ = self.read_listing(dir, &fd);
         }
     }
 
@@ -156,10 +150,14 @@ impl<L: Layer> Core<L> {
     /// How long a directory's listing may be kept (None: never; live and object dirs change
     /// under the box and must be listed fresh).
     fn listing_ttl(&self, id: u64) -> Option<Duration> {
+        self.class_listing_ttl(self.class_of(id).ok()?)
+    }
+
+    /// `listing_ttl` for a directory of class `class`.
+    fn class_listing_ttl(&self, class: crate::policy::Class) -> Option<Duration> {
         if !self.layer.listings() {
             return None;
         }
-        let class = self.class_of(id).ok()?;
         let p = self.policy(class);
         let cacheable = matches!(class, crate::policy::Class::WorkTree | crate::policy::Class::GitOther);
         (cacheable && !p.entry_ttl.is_zero()).then_some(p.entry_ttl)

@@ -13,7 +13,7 @@ use fuser::Errno;
 
 use super::{cvt, Core};
 use crate::layer::Layer;
-use crate::lower::proc_fd_path;
+use crate::lower::{proc_fd_path, statx_cached};
 
 /// The mode without the bits a write by an unprivileged caller clears: set-user-ID, and
 /// set-group-ID where group execute is set (otherwise it marks mandatory locking).
@@ -30,11 +30,7 @@ fn cleared(mode: u32) -> Option<u32> {
 /// the lower kernel's cached attributes: a bit set by the host within the share's TTL may be
 /// missed, as the share itself would show the old mode for that long.
 fn clear_on(fd: RawFd) -> Result<(), Errno> {
-    // SAFETY: an all-zero statx is a valid out-buffer.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC;
-    // SAFETY: valid fd, empty C string with AT_EMPTY_PATH, and out-pointer.
-    cvt(unsafe { libc::statx(fd, c"".as_ptr(), flags, libc::STATX_MODE, &mut stx) })?;
+    let stx = statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_MODE).map_err(Errno::from)?;
     let mode = u32::from(stx.stx_mode);
     if mode & libc::S_IFMT != libc::S_IFREG {
         return Ok(());

@@ -6,7 +6,6 @@
 use std::ffi::{CStr, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-
 use std::time::Duration;
 
 use fuser::Errno;
