@@ -45,6 +45,11 @@ impl FileHandle {
         self.fd.get()
     }
 
+    /// Opened for writing (such an open is never deferred, so its fd is there).
+    pub fn writable(&self) -> bool {
+        self.flags & libc::O_ACCMODE != libc::O_RDONLY
+    }
+
     /// Sets the lower file of a deferred open (a racing open that got there first wins).
     pub fn set_fd(&self, fd: OwnedFd) -> &OwnedFd {
         let _ = self.fd.set(fd);
@@ -179,6 +184,11 @@ impl Handles {
     /// Any open file of `node` (for a node whose name is gone while it is still open).
     pub fn file_of(&self, node: u64) -> Option<Arc<FileHandle>> {
         self.files.iter().find(|e| e.value().node == node).map(|e| e.value().clone())
+    }
+
+    /// An open file of `node` that may hold writes the lower has not got: opened for writing.
+    pub fn writer_of(&self, node: u64) -> Option<Arc<FileHandle>> {
+        self.files.iter().find(|e| e.value().node == node && e.value().writable()).map(|e| e.value().clone())
     }
 
     /// Looks up an open file.

@@ -319,7 +319,7 @@ impl<L: Layer> Core<L> {
         let Some(fd) = h.opened() else { return Ok(()) };
         // A git-dir file is published by a rename or link after its close: its data must be on
         // the lower's server by then (`Core::make_durable`).
-        if h.flags & libc::O_ACCMODE != libc::O_RDONLY && self.inodes.with(h.node, |n| n.class.in_git_dir()).unwrap_or(false) {
+        if h.writable() && self.inodes.with(h.node, |n| n.class.in_git_dir()).unwrap_or(false) {
             super::guard::write_back(fd.as_raw_fd());
         }
         let dup = fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;

@@ -497,7 +497,7 @@ impl<L: Layer> Core<L> {
     pub(crate) fn make_durable(&self, path: &CStr) {
         let Ok((dev, ino)) = self.lower.identity_at(path) else { return };
         let Some(node) = self.inodes.known_id(dev, ino) else { return };
-        if let Some(fd) = self.handles.file_of(node).as_deref().and_then(|h| h.opened()) {
+        if let Some(fd) = self.handles.writer_of(node).as_deref().and_then(|h| h.opened()) {
             write_back(fd.as_raw_fd());
         }
     }
