@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::actor::{write_file, draw, git_run, git_spawn, wait_or_kill, Tally};
+use super::actor::{draw, git_run, git_spawn, percentile_ms, wait_or_kill, write_file, Tally};
 use super::check::{fsck_problems, lock_files, reachable};
 use super::figures::Figures;
 use super::repo::Seed;
@@ -33,13 +33,8 @@ const CALIBRATION: usize = 3;
 const PROBE_EVERY: usize = 10;
 /// Probes (and calibration attempts) the kill window is the median of.
 const PROBES_KEPT: usize = 5;
-
-/// The median of some durations in milliseconds (at least 5 ms: a floor for the kill window).
-fn median_ms(d: &[Duration]) -> f64 {
-    let mut ms: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1000.0).collect();
-    ms.sort_by(f64::total_cmp);
-    ms.get(ms.len() / 2).copied().unwrap_or(5.0).max(5.0)
-}
+/// Floor of the typical add + commit time the kill window is drawn over, in ms.
+const MIN_TYPICAL_MS: f64 = 5.0;
 
 #[derive(Debug, Default)]
 struct Tallies {
@@ -120,7 +115,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
     t.attempts = Tally::default();
     let mut rng = p.seed ^ 0x6b69_6c6c_3921;
-    let mut typical = median_ms(&recent);
+    let mut typical = percentile_ms(&recent, 50.0).max(MIN_TYPICAL_MS);
     for i in 0..n {
         let rel = format!("box/{i:04}.txt");
         write_file(dir, &rel, &format!("box change {i}\n"))?;
@@ -131,7 +126,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
             recent.push(attempt(dir, &gitdir, &rel, &msg, None, &mut t)?);
             let keep = recent.len().saturating_sub(PROBES_KEPT);
             recent.drain(..keep);
-            typical = median_ms(&recent);
+            typical = percentile_ms(&recent, 50.0).max(MIN_TYPICAL_MS);
             continue;
         }
         // Kill points spread over the whole add + commit, and a little past it.
