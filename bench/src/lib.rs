@@ -7,6 +7,8 @@
 //! - [`demo`]: `seam-lab demo`, host commits seen through the raw share and through seamfs.
 //! - [`race`]: `seam-lab race SCENARIO`, host and box actors racing, control beside seamfs.
 //! - [`bench`]: `seam-lab bench`, git's speed through seamfs against the raw share, native and peers.
+//! - [`vm`]: `seam-lab vm`, the real box: the same races and benchmarks in a qemu guest over real
+//!   virtiofs and 9p.
 #![deny(missing_docs)]
 
 pub mod bench;
@@ -14,3 +16,4 @@ pub mod demo;
 pub mod lab;
 pub mod race;
 pub mod share;
+pub mod vm;

@@ -9,10 +9,13 @@ use seam_lab::share::layer::ShareTtls;
 use seam_lab::share::{self, ShareConfig};
 use seamfs::mount::{self, exit, MountError};
 
+mod vm_cli;
+
 /// seam-lab: the share emulator and the lab that measures seamfs against it.
 ///
 /// Exit codes: 0 success; 1 the demo or a race could not run; 2 bad arguments or bad input; 3 the
-/// mount failed; 4 the unmount failed; 5 a race ran and seamfs broke an invariant.
+/// mount failed; 4 the unmount failed; 5 a race ran and seamfs broke an invariant; 6 `vm race
+/// --expect-control-failure` and the control broke none.
 #[derive(Parser, Debug)]
 #[command(version, about, long_about = None)]
 struct Cli {
@@ -48,6 +51,8 @@ enum Cmd {
     },
     /// Time git through native disk, the raw share, seamfs and peer FUSE layers; write a report.
     Bench(seam_lab::bench::BenchArgs),
+    /// The real box: races and benchmarks in a qemu guest over real virtiofs and 9p.
+    Vm(vm_cli::VmArgs),
 }
 
 /// The share's fault injection, as `share` and `race` take it.
@@ -126,12 +131,9 @@ enum TargetArg {
     Both,
 }
 
+/// What `race` and `vm race` both take: targets, and how long or how much each scenario runs.
 #[derive(clap::Args, Debug)]
-// The race's seed also drives the scenario.
-#[command(mut_arg("seed", |a| a.help("Seed of the fault windows and of the scenario's random choices (kill points)")))]
-struct RaceArgs {
-    /// index-poller, host-commits, kill9, config, autostash, clients or ide.
-    scenario: seam_lab::race::Scenario,
+struct RunArgs {
     /// Which box to run the actors through.
     #[arg(long, value_enum, default_value_t = TargetArg::Both)]
     target: TargetArg,
@@ -146,6 +148,38 @@ struct RaceArgs {
     /// land rate at one host commit a second).
     #[arg(long, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     host_period_ms: Option<u64>,
+}
+
+impl RunArgs {
+    fn targets(&self) -> Vec<Target> {
+        match self.target {
+            TargetArg::Control => vec![Target::Control],
+            TargetArg::Seamfs => vec![Target::Seamfs],
+            TargetArg::Both => vec![Target::Control, Target::Seamfs],
+        }
+    }
+
+    /// `--duration`, checked; the message for a bad one.
+    fn duration(&self) -> Result<Option<std::time::Duration>, &'static str> {
+        match self.duration {
+            Some(d) if !(0.0..=86_400.0).contains(&d) => Err("--duration must be between 0 and 86400 seconds"),
+            d => Ok(d.map(std::time::Duration::from_secs_f64)),
+        }
+    }
+
+    fn host_period(&self) -> Option<std::time::Duration> {
+        self.host_period_ms.map(std::time::Duration::from_millis)
+    }
+}
+
+#[derive(clap::Args, Debug)]
+// The race's seed also drives the scenario.
+#[command(mut_arg("seed", |a| a.help("Seed of the fault windows and of the scenario's random choices (kill points)")))]
+struct RaceArgs {
+    /// index-poller, host-commits, kill9, config, autostash, clients or ide.
+    scenario: seam_lab::race::Scenario,
+    #[command(flatten)]
+    run: RunArgs,
     /// The share's entry/attr/negative TTL in seconds (Lima vz: 1; libkrun: 5).
     #[arg(long, default_value_t = 1.0)]
     ttl: f64,
@@ -169,6 +203,7 @@ fn main() {
         Cmd::Race(a) => Ok(run_race(a)),
         Cmd::BoxClient { client, step, repo, file } => Ok(run_box_client(client, &step, &repo, file.as_deref())),
         Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
+        Cmd::Vm(a) => Ok(vm_cli::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),
         Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
         Cmd::Demo(a) => {
@@ -245,24 +280,19 @@ fn run_box_client(client: seam_lab::race::box_clients::Client, step: &str, repo:
 /// could not run, 2 for a bad argument.
 fn run_race(a: RaceArgs) -> i32 {
     seamfs::init_logging("warn");
-    let duration = match a.duration {
-        Some(d) if !(0.0..=86_400.0).contains(&d) => {
-            eprintln!("seam-lab race: --duration must be between 0 and 86400 seconds");
+    let duration = match a.run.duration() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("seam-lab race: {e}");
             return 2;
         }
-        d => d.map(std::time::Duration::from_secs_f64),
-    };
-    let targets = match a.target {
-        TargetArg::Control => vec![Target::Control],
-        TargetArg::Seamfs => vec![Target::Seamfs],
-        TargetArg::Both => vec![Target::Control, Target::Seamfs],
     };
     let opts = RaceOptions {
         scenario: a.scenario,
-        targets,
+        targets: a.run.targets(),
         duration,
-        ops: a.ops,
-        host_period: a.host_period_ms.map(std::time::Duration::from_millis),
+        ops: a.run.ops,
+        host_period: a.run.host_period(),
         ttl: a.ttl,
         fault: a.faults.fault_window(),
         seed: a.faults.seed,

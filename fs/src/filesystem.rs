@@ -118,8 +118,15 @@ impl<L: Layer> Filesystem for Core<L> {
         self.set_writeback(writeback);
         let killpriv = opt_in(self.opts.kill_privs, InitFlags::FUSE_HANDLE_KILLPRIV_V2);
         self.set_killpriv(killpriv);
+        // Said in words: a VM maker reads this line to learn which path a guest kernel runs.
+        let data_path = match (pass, caps.contains(InitFlags::FUSE_PASSTHROUGH)) {
+            (true, _) => "FUSE passthrough",
+            (false, true) => "reads and writes through seamfs (passthrough turned off)",
+            (false, false) => "reads and writes through seamfs (the kernel offers no FUSE passthrough)",
+        };
         info!(
             abi = %config.kernel_abi(),
+            data_path,
             passthrough = pass,
             writeback,
             killpriv,

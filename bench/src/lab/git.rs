@@ -5,17 +5,20 @@ use std::process::Command;
 
 use super::LabError;
 
+/// The lab's identity and settings, before every git command's own arguments.
+pub const LAB_GIT_CONFIG: [&str; 10] = [
+    "-c", "user.name=seam-lab", "-c", "user.email=lab@seamfs.invalid",
+    "-c", "commit.gpgsign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+];
+
+/// The environment every lab git gets: no global or system config, no prompt.
+pub const LAB_GIT_ENV: [(&str, &str); 3] = [("GIT_CONFIG_NOSYSTEM", "1"), ("GIT_CONFIG_GLOBAL", "/dev/null"), ("GIT_TERMINAL_PROMPT", "0")];
+
 /// A git command in `dir` with the lab's identity and no global or system config.
 pub fn git_cmd(dir: &Path) -> Command {
     let mut c = Command::new("git");
-    c.arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=seam-lab", "-c", "user.email=lab@seamfs.invalid"])
-        .args(["-c", "commit.gpgsign=false", "-c", "gc.auto=0", "-c", "maintenance.auto=false"])
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env_remove("GIT_DIR")
+    c.arg("-C").arg(dir).args(LAB_GIT_CONFIG).envs(LAB_GIT_ENV);
+    c.env_remove("GIT_DIR")
         .env_remove("GIT_INDEX_FILE")
         .env_remove("GIT_WORK_TREE");
     c

@@ -30,8 +30,42 @@ pub fn fsck_problems(host: &Path) -> Result<Vec<String>, LabError> {
 }
 
 /// Every commit reachable from `rev`.
-pub fn reachable(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
-    Ok(git(host, &["rev-list", rev])?.lines().map(str::to_string).collect())
+pub fn reachable(host: &Path, rev: &str) -> Result<Reachable, LabError> {
+    let r = git_run(host, &["rev-list", rev])?;
+    if r.ok {
+        return Ok(Reachable { ids: r.stdout.lines().map(str::to_string).collect(), broken: None });
+    }
+    // A ref left empty or naming a missing object (what a share that loses the box's writes
+    // leaves) is a finding, not a failure of the lab.
+    let err = r.stderr.to_lowercase();
+    if ["broken ref", "unknown revision", "bad object", "bad revision", "could not read"].iter().any(|w| err.contains(w)) {
+        return Ok(Reachable { ids: HashSet::new(), broken: Some(r.why()) });
+    }
+    Err(LabError::new(format!("git rev-list {rev}"), host, format!("{}: {}", r.status, r.stderr.trim())))
+}
+
+/// The commits a branch reaches, or why it reaches none (its ref is broken).
+#[derive(Debug, Clone, Default)]
+pub struct Reachable {
+    /// The reachable commit ids.
+    pub ids: HashSet<String>,
+    /// git's reason when the ref could not be read.
+    pub broken: Option<String>,
+}
+
+impl Reachable {
+    /// Whether `id` is reachable.
+    pub fn contains(&self, id: &str) -> bool {
+        self.ids.contains(id)
+    }
+
+    /// Adds the `branch_broken` figure (and git's reason as a note).
+    pub fn judge(&self, f: &mut super::figures::Figures) {
+        f.zero("branch_broken", "host branch unreadable (broken ref)", u64::from(self.broken.is_some()));
+        if let Some(why) = &self.broken {
+            f.note(format!("refs/heads/main is broken: {why}"));
+        }
+    }
 }
 
 /// Runs git with `input` on stdin; its stdout (whatever the exit status: batch commands report
@@ -84,7 +118,8 @@ pub fn parents(host: &Path, ids: &[String]) -> Result<HashMap<String, Vec<String
 pub fn extra_roots(host: &Path, rev: &str, ids: &[String], initial: &str) -> Result<Vec<String>, LabError> {
     let mut roots: HashSet<String> =
         parents(host, ids)?.into_iter().filter(|(_, p)| p.is_empty()).map(|(id, _)| id).collect();
-    for r in git(host, &["rev-list", "--max-parents=0", rev])?.lines() {
+    // A broken ref reaches no root (reachable() reports it).
+    for r in git_run(host, &["rev-list", "--max-parents=0", rev])?.stdout.lines() {
         roots.insert(r.to_string());
     }
     roots.remove(initial);

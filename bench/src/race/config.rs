@@ -5,10 +5,10 @@
 //! `.git/config` at the end (`git config --list` in the backing dir).
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::Duration;
 
-use super::actor::{git_run, Tally};
+use super::actor::Tally;
+use super::boxshell::BoxShell;
 use super::figures::Figures;
 use super::rig::Rig;
 use super::Params;
@@ -28,13 +28,13 @@ struct Writer {
 }
 
 /// Writes `section.kNNNN = vNNNN` for N in 0..n in `dir`.
-fn writer(dir: &Path, section: &str, n: usize) -> Result<Writer, LabError> {
+fn writer(sh: &BoxShell, section: &str, n: usize) -> Result<Writer, LabError> {
     let mut w = Writer::default();
     for i in 0..n {
         let key = format!("{section}.k{i:04}");
         let mut done = false;
         for attempt in 0..TRIES {
-            let r = git_run(dir, &["config", &key, &format!("v{i}")])?;
+            let r = sh.git(&["config", &key, &format!("v{i}")])?;
             w.writes.record_ran(&r);
             if r.ok {
                 done = true;
@@ -55,8 +55,9 @@ fn writer(dir: &Path, section: &str, n: usize) -> Result<Writer, LabError> {
 pub fn run(rig: &Rig, p: &Params) -> Result<Figures, LabError> {
     let n = p.ops_or(DEFAULT_KEYS);
     let (host, boxed) = std::thread::scope(|s| {
-        let host = s.spawn(|| writer(&rig.host, "host", n));
-        let boxed = writer(&rig.box_dir, "box", n);
+        let host_sh = BoxShell::Local(rig.host.clone());
+        let host = s.spawn(move || writer(&host_sh, "host", n));
+        let boxed = writer(&rig.boxed, "box", n);
         let host = host.join().unwrap_or_else(|_| Err(LabError::new("join host writer", &rig.host, "panicked")));
         (host, boxed)
     });

@@ -219,6 +219,11 @@ impl RaceReport {
         self.runs.iter().filter(|r| r.target == Target::Seamfs).flat_map(|r| r.figures.violations()).collect()
     }
 
+    /// The control run's violated invariants (empty when the control did not run).
+    pub fn control_violations(&self) -> Vec<&Figure> {
+        self.runs.iter().filter(|r| r.target == Target::Control).flat_map(|r| r.figures.violations()).collect()
+    }
+
     /// The human-readable report.
     pub fn to_table(&self) -> String {
         let mut s = String::new();

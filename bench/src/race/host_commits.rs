@@ -18,7 +18,8 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::actor::{commit_id, commit_subject, git_run, write_file, Cadence, Tally};
+use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
+use super::boxshell::BoxShell;
 use super::check::{extra_roots, fsck_problems, reachable};
 use super::figures::Figures;
 use super::repo::Seed;
@@ -143,17 +144,18 @@ struct BoxSide {
     reset_away: HashSet<String>,
 }
 
-fn box_looper(dir: &Path, until: Instant) -> Result<BoxSide, LabError> {
+fn box_looper(sh: &BoxShell, until: Instant) -> Result<BoxSide, LabError> {
+    let dir = sh.dir();
     let mut b = BoxSide::default();
     let mut n = 0usize;
     while Instant::now() < until {
         n += 1;
         let rel = format!("box/{n:05}.txt");
-        write_file(dir, &rel, &format!("box change {n}\n"))?;
-        let add = git_run(dir, &["add", &rel])?;
+        sh.write(&rel, &format!("box change {n}\n"))?;
+        let add = sh.git(&["add", &rel])?;
         let own = if add.ok {
             let subject = format!("box commit {n}");
-            let c = git_run(dir, &["-c", "core.abbrev=no", "commit", "-m", &subject])?;
+            let c = sh.git(&["-c", "core.abbrev=no", "commit", "-m", &subject])?;
             b.commit.record(c.ok, add.elapsed + c.elapsed, || c.why());
             if c.ok && commit_subject(&c.stdout) != Some(subject.as_str()) {
                 b.wrong_subject += 1;
@@ -170,19 +172,19 @@ fn box_looper(dir: &Path, until: Instant) -> Result<BoxSide, LabError> {
             b.commit.record(false, add.elapsed, || add.why());
             None
         };
-        let hard = git_run(dir, &["reset", "-q", "--hard", "HEAD"])?;
+        let hard = sh.git(&["reset", "-q", "--hard", "HEAD"])?;
         b.hard.record_ran(&hard);
         let Some(own) = own else { continue };
         // Undo our own commit only: if HEAD reads as something else, the host committed on top.
-        let head = git_run(dir, &["rev-parse", "HEAD"])?;
+        let head = sh.git(&["rev-parse", "HEAD"])?;
         if head.stdout.trim() != own {
             b.soft_skipped += 1;
             continue;
         }
-        let soft = git_run(dir, &["reset", "-q", "--soft", "HEAD~"])?;
+        let soft = sh.git(&["reset", "-q", "--soft", "HEAD~"])?;
         b.soft.record_ran(&soft);
         if soft.ok {
-            let orig = git_run(dir, &["rev-parse", "ORIG_HEAD"])?;
+            let orig = sh.git(&["rev-parse", "ORIG_HEAD"])?;
             if orig.ok {
                 b.reset_away.insert(orig.stdout.trim().to_string());
             }
@@ -196,7 +198,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let until = Instant::now() + p.duration_or(DEFAULT_SECS);
     let (host, boxed) = std::thread::scope(|s| {
         let host = s.spawn(|| host_committer(&rig.host, until, p.host_period.unwrap_or(HOST_PERIOD)));
-        let boxed = box_looper(&rig.box_dir, until);
+        let boxed = box_looper(&rig.boxed, until);
         let host = host.join().unwrap_or_else(|_| Err(LabError::new("join host committer", &rig.host, "panicked")));
         (host, boxed)
     });
@@ -204,7 +206,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let b = boxed?;
 
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
-    let lost: Vec<&String> = h.ids.iter().filter(|id| !on_branch.contains(*id)).collect();
+    let lost: Vec<&String> = h.ids.iter().filter(|id| !on_branch.contains(id)).collect();
     let seen_and_reset = lost.iter().filter(|id| b.reset_away.contains(**id)).count() as u64;
     let stale_lost = lost.len() as u64 - seen_and_reset;
     let roots = extra_roots(&rig.host, "refs/heads/main", &b.ids, &seed.initial)?;
@@ -215,6 +217,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
 
     let mut f = Figures::default();
+    on_branch.judge(&mut f);
     f.zero("host_commits_lost", "host commits lost (stale view)", stale_lost);
     f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
     f.zero("box_root_commits", "box root commits", roots.len() as u64);

@@ -29,7 +29,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::actor::{commit_id, draw, git_run, write_file, Cadence, Ran, Tally};
+use super::actor::{commit_id, draw, Cadence, Ran, Tally};
+use super::boxshell::BoxShell;
 use super::check::{blob_texts, changes, fsck_problems, parents, reachable, reflog, tree_blobs, PathChange};
 use super::figures::Figures;
 use super::repo::Seed;
@@ -67,9 +68,10 @@ struct Made {
 
 /// Runs `git -c core.abbrev=no commit -m MSG` and returns it with the new commit's id (`None`
 /// when it did not land).
-fn commit(dir: &Path, msg: &str) -> Result<(Ran, Option<Made>), LabError> {
+fn commit(sh: &BoxShell, msg: &str) -> Result<(Ran, Option<Made>), LabError> {
     let at = Instant::now();
-    let r = git_run(dir, &["-c", "core.abbrev=no", "commit", "-m", msg])?;
+    let dir = sh.dir();
+    let r = sh.git(&["-c", "core.abbrev=no", "commit", "-m", msg])?;
     if !r.ok {
         return Ok((r, None));
     }
@@ -90,6 +92,7 @@ fn host_ide(host: &Path, stop: &AtomicBool) -> Result<Ide, LabError> {
     let mut ide = Ide::default();
     let mut tick = Cadence::new(POLL);
     let mut polls = 0u64;
+    let hs = BoxShell::Local(host.to_path_buf());
     while !stop.load(Ordering::SeqCst) {
         tick.wait();
         polls += 1;
@@ -98,12 +101,12 @@ fn host_ide(host: &Path, stop: &AtomicBool) -> Result<Ide, LabError> {
         if edit {
             append(&host.join(HOST_FILE), &format!("host line {n}\n"))?;
         }
-        let add = git_run(host, &["add", "-A", "--", ".", &format!(":!{BOX_DIR}")])?;
+        let add = hs.git(&["add", "-A", "--", ".", &format!(":!{BOX_DIR}")])?;
         ide.adds.record_ran(&add);
-        let status = git_run(host, &["status", "--porcelain"])?;
+        let status = hs.git(&["status", "--porcelain"])?;
         ide.statuses.record_ran(&status);
         if edit {
-            let (r, made) = commit(host, &format!("host-{n}"))?;
+            let (r, made) = commit(&hs, &format!("host-{n}"))?;
             ide.commits.record_ran(&r);
             ide.made.extend(made);
         }
@@ -127,12 +130,12 @@ struct Agent {
 
 impl Agent {
     /// Appends line `k + 1` to `rel` (creating it).
-    fn grow(&mut self, dir: &Path, rel: &str) -> Result<(), LabError> {
+    fn grow(&mut self, sh: &BoxShell, rel: &str) -> Result<(), LabError> {
         let k = self.lines.get(rel).copied().unwrap_or(0) + 1;
         if k == 1 {
-            write_file(dir, rel, &format!("{rel} line 1\n"))?;
+            sh.write(rel, &format!("{rel} line 1\n"))?;
         } else {
-            append(&dir.join(rel), &format!("{rel} line {k}\n"))?;
+            sh.append(rel, &format!("{rel} line {k}\n"))?;
         }
         self.lines.insert(rel.to_string(), k);
         Ok(())
@@ -146,7 +149,7 @@ impl Agent {
     }
 }
 
-fn box_agent(dir: &Path, n: usize, seed: u64) -> Result<Agent, LabError> {
+fn box_agent(dir: &BoxShell, n: usize, seed: u64) -> Result<Agent, LabError> {
     let mut a = Agent::default();
     let mut rng = seed;
     for i in 0..n {
@@ -157,15 +160,14 @@ fn box_agent(dir: &Path, n: usize, seed: u64) -> Result<Agent, LabError> {
         }
         if i % DELETE_EVERY == DELETE_EVERY - 1 {
             if let Some(gone) = a.pick(&mut rng, &new, true) {
-                let path = dir.join(&gone);
-                std::fs::remove_file(&path).map_err(|e| LabError::new("remove", &path, e))?;
+                dir.remove(&gone)?;
                 a.lines.remove(&gone);
                 a.removed.insert(gone, Instant::now());
             }
         }
         std::thread::sleep(EDIT_PAUSE);
         let snapshot = a.lines.clone();
-        let add = git_run(dir, &["add", "-A", "--", BOX_DIR])?;
+        let add = dir.git(&["add", "-A", "--", BOX_DIR])?;
         if !add.ok {
             a.commits.record(false, add.elapsed, || add.why());
             continue;
@@ -336,7 +338,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let stop = AtomicBool::new(false);
     let (host, boxed) = std::thread::scope(|s| {
         let ide = s.spawn(|| host_ide(&rig.host, &stop));
-        let boxed = box_agent(&rig.box_dir, n, p.seed);
+        let boxed = box_agent(&rig.boxed, n, p.seed);
         stop.store(true, Ordering::SeqCst);
         let host = ide.join().unwrap_or_else(|_| Err(LabError::new("join host IDE", &rig.host, "panicked")));
         (host, boxed)
@@ -372,6 +374,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let fsck = fsck_problems(&rig.host)?;
 
     let mut f = Figures::default();
+    on_branch.judge(&mut f);
     f.zero("reverting_commits", "commits reverting the other side's files", host_x.reverting + box_x.reverting);
     f.count("host_reverting_box", "host commits reverting box files", host_x.reverting);
     f.count("box_reverting_host", "box commits reverting host files", box_x.reverting);

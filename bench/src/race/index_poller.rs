@@ -16,7 +16,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::actor::{write_file, git_run, Cadence, Ran, Tally};
+use super::actor::{Cadence, Ran, Tally};
+use super::boxshell::BoxShell;
 use super::check::{fsck_problems, tree_paths};
 use super::figures::Figures;
 use super::repo::Seed;
@@ -66,9 +67,9 @@ impl Views {
     }
 }
 
-fn look(dir: &Path, views: &mut Views, seed: &[String], errors: &mut Vec<String>) -> Result<(), LabError> {
-    let status = git_run(dir, &["status", "--porcelain=v1", "--untracked-files=no"])?;
-    let ls = git_run(dir, &["ls-files"])?;
+fn look(sh: &BoxShell, views: &mut Views, seed: &[String], errors: &mut Vec<String>) -> Result<(), LabError> {
+    let status = sh.git(&["status", "--porcelain=v1", "--untracked-files=no"])?;
+    let ls = sh.git(&["ls-files"])?;
     views.judge(&status, &ls, seed);
     for r in [&status, &ls] {
         if !r.ok && errors.len() < 3 {
@@ -86,10 +87,11 @@ fn host_poller(host: &Path, seed: &[String], stop: &AtomicBool) -> Result<(Views
     let mut errors = Vec::new();
     let mut tick = Cadence::new(POLL);
     let touched = host.join("host.txt");
+    let sh = BoxShell::Local(host.to_path_buf());
     while !stop.load(Ordering::SeqCst) {
         tick.wait();
         write(&touched, "host\n")?;
-        look(host, &mut views, seed, &mut errors)?;
+        look(&sh, &mut views, seed, &mut errors)?;
     }
     Ok((views, errors))
 }
@@ -104,25 +106,25 @@ struct BoxSide {
     landed_files: Vec<String>,
 }
 
-fn box_committer(dir: &Path, seed: &[String], n: usize, think: Duration) -> Result<BoxSide, LabError> {
+fn box_committer(sh: &BoxShell, seed: &[String], n: usize, think: Duration) -> Result<BoxSide, LabError> {
     let mut b = BoxSide::default();
-    look(dir, &mut b.views, seed, &mut b.errors)?;
+    look(sh, &mut b.views, seed, &mut b.errors)?;
     for i in 0..n {
         if i % THINK_EVERY == THINK_EVERY - 1 {
             std::thread::sleep(think);
         }
         let rel = format!("box/{i:04}.txt");
-        write_file(dir, &rel, &format!("box change {i}\n"))?;
-        let add = git_run(dir, &["add", &rel])?;
+        sh.write(&rel, &format!("box change {i}\n"))?;
+        let add = sh.git(&["add", &rel])?;
         b.adds.record_ran(&add);
         if add.ok {
-            let commit = git_run(dir, &["commit", "-q", "-m", &format!("box commit {i}")])?;
+            let commit = sh.git(&["commit", "-q", "-m", &format!("box commit {i}")])?;
             b.commits.record_ran(&commit);
             if commit.ok {
                 b.landed_files.push(rel);
             }
         }
-        look(dir, &mut b.views, seed, &mut b.errors)?;
+        look(sh, &mut b.views, seed, &mut b.errors)?;
     }
     Ok(b)
 }
@@ -135,7 +137,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let stop = AtomicBool::new(false);
     let (host, boxed) = std::thread::scope(|s| {
         let poller = s.spawn(|| host_poller(&rig.host, &seed.files, &stop));
-        let boxed = box_committer(&rig.box_dir, &seed.files, n, think);
+        let boxed = box_committer(&rig.boxed, &seed.files, n, think);
         stop.store(true, Ordering::SeqCst);
         let host = poller.join().unwrap_or_else(|_| Err(LabError::new("join host poller", &rig.host, "panicked")));
         (host, boxed)

@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::actor::{draw, git_run, git_spawn, percentile_ms, wait_or_kill, write_file, Tally};
+use super::actor::{draw, percentile_ms, Tally};
+use super::boxshell::BoxShell;
 use super::check::{fsck_problems, lock_files, reachable};
 use super::figures::Figures;
 use super::repo::Seed;
@@ -50,24 +51,23 @@ struct Tallies {
 
 /// One add + commit; `kill_at` (from the start of the add) kills whichever runs then. Returns
 /// how long the attempt took.
-fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Duration>, t: &mut Tallies) -> Result<Duration, LabError> {
+fn attempt(sh: &BoxShell, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Duration>, t: &mut Tallies) -> Result<Duration, LabError> {
     let never = Duration::from_secs(3600);
     let started = Instant::now();
-    let add = wait_or_kill(git_spawn(dir, &["add", rel])?, started, kill_at.unwrap_or(never), dir)?;
+    let add = sh.git_killed_at(&["add", rel], kill_at.unwrap_or(never))?;
     let mut killed = add.killed;
     let mut ok = false;
     if add.killed {
         t.kills_add += 1;
     } else if add.ran.ok {
-        let commit_started = Instant::now();
         let left = kill_at.map(|k| k.saturating_sub(started.elapsed())).unwrap_or(never);
-        let commit = wait_or_kill(git_spawn(dir, &["commit", "-q", "-m", msg])?, commit_started, left, dir)?;
+        let commit = sh.git_killed_at(&["commit", "-q", "-m", msg], left)?;
         if commit.killed {
             t.kills_commit += 1;
             killed = true;
         } else if commit.ran.ok {
             ok = true;
-            let head = git_run(dir, &["rev-parse", "HEAD"])?;
+            let head = sh.git(&["rev-parse", "HEAD"])?;
             if head.ok {
                 t.landed.push(head.stdout.trim().to_string());
             }
@@ -104,13 +104,13 @@ fn attempt(dir: &Path, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<Dura
 /// Runs the scenario on a mounted rig.
 pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let n = p.ops_or(DEFAULT_ATTEMPTS);
-    let dir = &rig.box_dir;
+    let dir = &rig.boxed;
     let gitdir = rig.gitdir();
     let mut t = Tallies::default();
     let mut recent = Vec::new();
     for i in 0..CALIBRATION {
         let rel = format!("box/calibrate-{i}.txt");
-        write_file(dir, &rel, "calibration\n")?;
+        dir.write(&rel, "calibration\n")?;
         recent.push(attempt(dir, &gitdir, &rel, &format!("box calibration {i}"), None, &mut t)?);
     }
     t.attempts = Tally::default();
@@ -118,7 +118,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let mut typical = percentile_ms(&recent, 50.0).max(MIN_TYPICAL_MS);
     for i in 0..n {
         let rel = format!("box/{i:04}.txt");
-        write_file(dir, &rel, &format!("box change {i}\n"))?;
+        dir.write(&rel, &format!("box change {i}\n"))?;
         let msg = format!("box commit {i}");
         if i % PROBE_EVERY == PROBE_EVERY - 1 {
             // A probe: never killed, so the kill window follows how long an attempt takes now
@@ -137,10 +137,11 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let at_end = lock_files(&gitdir);
     let left_at_end = at_end.len() as u64;
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
-    let unreachable = t.landed.iter().filter(|id| !on_branch.contains(*id)).count() as u64;
+    let unreachable = t.landed.iter().filter(|id| !on_branch.contains(id)).count() as u64;
     let fsck = fsck_problems(&rig.host)?;
 
     let mut f = Figures::default();
+    on_branch.judge(&mut f);
     f.zero("kills_leaving_locks", "kills leaving a lock after 1 s", t.kills_leaving_locks);
     f.count("locks_left", "lock files counted after 1 s", t.locks_left);
     f.count("locks_stuck", "of those, still there 2 s later", t.locks_stuck);

@@ -15,6 +15,7 @@
 pub mod actor;
 pub mod autostash;
 pub mod box_clients;
+pub mod boxshell;
 pub mod check;
 pub mod clients;
 pub mod config;
@@ -291,7 +292,7 @@ fn staged<S>(
 
 /// Copies the backing repository of a run that broke an invariant beside its logs (`--log-dir`),
 /// so what went wrong can be read after the run's temp dir is gone; says where, or why not.
-fn keep_repo(host: &Path, to: &Path) -> String {
+pub(crate) fn keep_repo(host: &Path, to: &Path) -> String {
     let copied = std::process::Command::new("cp").arg("-a").arg(host).arg(to).status();
     match copied {
         Ok(s) if s.success() => format!("backing repository kept in {}", to.display()),

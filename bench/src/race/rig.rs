@@ -7,13 +7,16 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::boxshell::BoxShell;
 use super::Target;
 use crate::lab::cleanup::unmount_now;
 use crate::lab::mounts::{mount_seamfs_with, mount_share, ShareArgs};
 use crate::lab::{bin_dir, LabError};
 use crate::share::fault::FaultKind;
+use crate::vm::guest::Guest;
 
 /// How the share emulator misbehaves in a run.
 #[derive(Debug, Clone)]
@@ -49,8 +52,11 @@ pub struct Rig {
     pub target: Target,
     /// The backing dir: the host's checkout, where host actors run git.
     pub host: PathBuf,
-    /// Where box actors run git: the emulator (control) or seamfs over it.
+    /// Where box actors run git: the emulator (control) or seamfs over it (for a guest: the
+    /// guest's path).
     pub box_dir: PathBuf,
+    /// How box actors act there.
+    pub boxed: BoxShell,
     /// A scratch dir beside the host's checkout (upstream clones, client files), never mounted.
     pub scratch: PathBuf,
     /// seamfs's log file (seamfs target only).
@@ -59,6 +65,9 @@ pub struct Rig {
     mounts: Vec<PathBuf>,
     /// `seamd run` on the host's checkout (seamfs target).
     seamd: Option<Child>,
+    /// In a guest with seamfs mounted by the box bootstrap: the guest, its checkout path and
+    /// seamfs's log there (fetched into `seamfs_log` at teardown).
+    guest_seamfs: Option<(Arc<Guest>, PathBuf, PathBuf)>,
 }
 
 fn subdir(root: &Path, name: &str) -> Result<PathBuf, LabError> {
@@ -88,16 +97,19 @@ impl Rig {
             target,
             host,
             box_dir: share_mnt.clone(),
+            boxed: BoxShell::Local(share_mnt.clone()),
             scratch,
             seamfs_log: None,
             mounts: vec![share_mnt.clone()],
             seamd: None,
+            guest_seamfs: None,
         };
         if target == Target::Seamfs {
             let top = subdir(root, "seamfs")?;
             let log = logs.join("seamfs.log");
             mount_seamfs_with(&share_mnt, &top, &["--log".to_string(), log.display().to_string()])?;
             rig.mounts.insert(0, top.clone());
+            rig.boxed = BoxShell::Local(top.clone());
             rig.box_dir = top;
             rig.seamfs_log = Some(log);
             if share.seamd {
@@ -105,6 +117,48 @@ impl Rig {
             }
         }
         Ok((rig, setup))
+    }
+
+    /// A stage in a booted guest: `host` is the backing checkout on this machine, `guest_dir` the
+    /// same checkout as the guest sees it on its share. For the seamfs target the guest mounts
+    /// seamfs over `guest_dir` with the box bootstrap script, as a box image would, and seamd
+    /// runs on `host`.
+    pub fn in_guest(host: PathBuf, scratch: PathBuf, logs: &Path, target: Target, guest: Arc<Guest>, guest_dir: PathBuf, seamd: bool) -> Result<Rig, LabError> {
+        let mut rig = Rig {
+            target,
+            host,
+            box_dir: guest_dir.clone(),
+            boxed: BoxShell::Guest(Arc::clone(&guest), guest_dir.clone()),
+            scratch,
+            seamfs_log: None,
+            mounts: Vec::new(),
+            seamd: None,
+            guest_seamfs: None,
+        };
+        if target == Target::Seamfs {
+            let glog = PathBuf::from(format!("/tmp/seamfs-{}.log", guest.mode.name()));
+            let up = guest.sh(&format!("seamfs-bootstrap up '{}' --log '{}'", guest_dir.display(), glog.display()))?;
+            if up.code != 0 {
+                return Err(LabError::new(
+                    "mount seamfs in the guest (seamfs-bootstrap up)",
+                    &guest_dir,
+                    format!("exit {}: {}", up.code, String::from_utf8_lossy(&up.stderr).trim()),
+                ));
+            }
+            rig.seamfs_log = Some(logs.join(format!("seamfs-{}.log", guest.mode.name())));
+            rig.guest_seamfs = Some((guest, guest_dir, glog));
+            if seamd {
+                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"))?);
+            }
+        }
+        Ok(rig)
+    }
+
+    /// Copies seamfs's guest log to `seamfs_log` (a guest stage only).
+    pub fn fetch_guest_log(&self) -> Result<(), LabError> {
+        let (Some((g, _, glog)), Some(to)) = (&self.guest_seamfs, &self.seamfs_log) else { return Ok(()) };
+        let r = g.run(Path::new("/"), &[b"/bin/cat", glog.as_os_str().as_encoded_bytes()], &crate::vm::guest::GUEST_ENV, None)?;
+        std::fs::write(to, &r.stdout).map_err(|e| LabError::new("write guest seamfs log", to, e))
     }
 
     /// The host's git dir.
@@ -115,6 +169,9 @@ impl Rig {
     /// The last `n` lines of seamfs's log (empty for the control).
     pub fn seamfs_log_tail(&self, n: usize) -> String {
         let Some(p) = &self.seamfs_log else { return String::new() };
+        if let Err(e) = self.fetch_guest_log() {
+            return format!("(could not fetch the guest's seamfs log: {e})");
+        }
         let text = std::fs::read_to_string(p).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(n)..].join("\n")
@@ -127,6 +184,17 @@ impl Rig {
         }
         for m in &self.mounts {
             unmount_now(m)?;
+        }
+        if let Some((g, dir, _)) = &self.guest_seamfs {
+            self.fetch_guest_log()?;
+            let down = g.sh(&format!("seamfs-bootstrap down '{}'", dir.display()))?;
+            if down.code != 0 {
+                return Err(LabError::new(
+                    "unmount seamfs in the guest (seamfs-bootstrap down)",
+                    dir,
+                    format!("exit {}: {}", down.code, String::from_utf8_lossy(&down.stderr).trim()),
+                ));
+            }
         }
         Ok(())
     }

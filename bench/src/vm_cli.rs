@@ -1,0 +1,128 @@
+//! `seam-lab vm …`: the real-box lab's command line.
+
+use std::path::PathBuf;
+use seam_lab::race::{Params, Scenario};
+use seam_lab::vm::race::VmRaceOptions;
+use seam_lab::vm::{Cache, ShareMode, DEFAULT_CACHE};
+
+/// The real box: a qemu guest (Debian 6.1 kernel) over real virtiofs and 9p.
+#[derive(clap::Args, Debug)]
+pub struct VmArgs {
+    #[command(subcommand)]
+    cmd: VmCmd,
+    /// Cache directory of the kernel, virtiofsd and downloads.
+    #[arg(long, global = true, default_value = DEFAULT_CACHE)]
+    cache: PathBuf,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum VmCmd {
+    /// Prepare, once: qemu and busybox (Debian), a Debian 6.1 kernel, virtiofsd (crates.io).
+    Setup,
+    /// Race host actors against box actors in the guest, on the raw share and through seamfs.
+    Race(VmRaceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct VmRaceArgs {
+    /// host-commits, index-poller, ide, kill9 or config.
+    scenario: Scenario,
+    /// How the guest sees the host's directory (comma-separated, or `all`): virtiofs,
+    /// virtiofs-nofh (no file handles, as a macOS host), 9p-loose, 9p-mmap.
+    #[arg(long, default_value = "virtiofs")]
+    share: String,
+    #[command(flatten)]
+    run: super::RunArgs,
+    /// Seed of the scenario's random choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The guest's virtual CPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    cpus: u32,
+    /// Print machine-readable results (JSON) instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Keep the guest's console, virtiofsd's, seamfs's and seamd's logs here.
+    #[arg(long)]
+    log_dir: Option<PathBuf>,
+    /// Do not run seamd on the host for the seamfs target.
+    #[arg(long)]
+    no_seamd: bool,
+    /// Exit 6 unless the control broke an invariant in every share mode (a check that the
+    /// harness still sees the failure seamfs guards against).
+    #[arg(long)]
+    expect_control_failure: bool,
+}
+
+fn shares(s: &str) -> Result<Vec<ShareMode>, String> {
+    if s == "all" {
+        return Ok(ShareMode::ALL.to_vec());
+    }
+    s.split(',').map(str::parse).collect()
+}
+
+/// Runs `seam-lab vm`; the exit code: 0 ok, 1 could not run, 2 bad arguments, 5 seamfs broke an
+/// invariant, 6 the control held every invariant where `--expect-control-failure` asked.
+pub fn main(a: VmArgs) -> i32 {
+    seamfs::init_logging("warn");
+    let cache = Cache::new(&a.cache);
+    match a.cmd {
+        VmCmd::Setup => match seam_lab::vm::setup::setup(&cache) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("seam-lab vm setup: {e}");
+                1
+            }
+        },
+        VmCmd::Race(r) => race(r, cache),
+    }
+}
+
+fn race(r: VmRaceArgs, cache: Cache) -> i32 {
+    let shares = match shares(&r.share) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("seam-lab vm race: --share: {e}");
+            return 2;
+        }
+    };
+    let duration = match r.run.duration() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("seam-lab vm race: {e}");
+            return 2;
+        }
+    };
+    let params = Params { duration, ops: r.run.ops, host_period: r.run.host_period(), seed: r.seed, ttl: 1.0 };
+    let opts = VmRaceOptions {
+        scenario: r.scenario,
+        shares,
+        targets: r.run.targets(),
+        params,
+        json: r.json,
+        log_dir: r.log_dir,
+        cache,
+        cpus: r.cpus,
+        seamd: !r.no_seamd,
+    };
+    let reports = match seam_lab::vm::race::run(&opts) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("seam-lab vm race {}: {e}", r.scenario.name());
+            return 1;
+        }
+    };
+    let broke: Vec<&str> = reports.iter().filter(|m| !m.report.seamfs_violations().is_empty()).map(|m| m.mode.name()).collect();
+    if !broke.is_empty() {
+        eprintln!("seam-lab vm race {}: seamfs broke an invariant over {}", r.scenario.name(), broke.join(", "));
+        return 5;
+    }
+    if r.expect_control_failure {
+        let held: Vec<&str> = reports.iter().filter(|m| m.report.control_violations().is_empty()).map(|m| m.mode.name()).collect();
+        if !held.is_empty() {
+            eprintln!("seam-lab vm race {}: the control broke no invariant over {}: the harness no longer sees the failure", r.scenario.name(), held.join(", "));
+            return 6;
+        }
+    }
+    0
+}
