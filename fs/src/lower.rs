@@ -32,6 +32,9 @@ const RESOLVE_BENEATH: u64 = 0x08;
 #[derive(Debug)]
 pub struct Lower {
     root: OwnedFd,
+    /// The lower's kernel never revalidates what it cached (`crate::lower_cache`): what was
+    /// found, or None.
+    stale_pages: Option<String>,
 }
 
 /// A zeroed `stat`, to be filled by the kernel.
@@ -48,18 +51,52 @@ impl Lower {
         // SAFETY: `c` is a valid C string; the returned fd is owned below.
         let fd = cvt(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
-        Ok(Lower { root: unsafe { OwnedFd::from_raw_fd(fd) } })
+        let root = unsafe { OwnedFd::from_raw_fd(fd) };
+        let stale_pages = crate::lower_cache::stale_pages(root.as_raw_fd(), dir);
+        Ok(Lower { root, stale_pages })
+    }
+
+    /// What makes the lower's cache stale forever (`9p cache=loose`), if anything: then reads
+    /// that must see the host's current bytes use [`Lower::open_fresh`].
+    pub fn stale_pages(&self) -> Option<&str> {
+        self.stale_pages.as_deref()
+    }
+
+    /// `open_at` for a read that must see the lower's server, not its cache: O_DIRECT on a lower
+    /// whose cache is never revalidated (a read-only open only; writes keep the page cache).
+    pub fn open_fresh(&self, rel: &CStr, flags: i32) -> io::Result<OwnedFd> {
+        self.open_at(rel, self.fresh_flags(flags), 0)
+    }
+
+    /// `flags` for a read-only open that must see the server (see [`Lower::open_fresh`]).
+    pub fn fresh_flags(&self, flags: i32) -> i32 {
+        let plain_read = flags & libc::O_ACCMODE == libc::O_RDONLY && flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_CREAT) == 0;
+        if self.stale_pages.is_some() && plain_read {
+            flags | libc::O_DIRECT
+        } else {
+            flags
+        }
+    }
+
+    /// The size of `rel` as the server has it: the lower's own size on a coherent lower, the
+    /// bytes an O_DIRECT read finds on one that never revalidates (its cached size stays the
+    /// first one seen). ENOENT when the server has no such file.
+    pub fn fresh_size(&self, rel: &CStr, cached: &libc::stat) -> io::Result<i64> {
+        if self.stale_pages.is_none() || cached.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Ok(cached.st_size);
+        }
+        crate::lower_cache::direct_len(self.root_fd(), rel).map(|n| n as i64)
     }
 
     /// A lower rooted at a directory fd already opened without following links (for example a
     /// git dir opened through another `Lower`), so later calls address names inside it only.
     pub fn from_fd(root: OwnedFd) -> Lower {
-        Lower { root }
+        Lower { root, stale_pages: None }
     }
 
     /// Another handle on the same root (for a background thread).
     pub fn try_clone(&self) -> io::Result<Lower> {
-        Ok(Lower { root: self.root.try_clone()? })
+        Ok(Lower { root: self.root.try_clone()?, stale_pages: self.stale_pages.clone() })
     }
 
     /// The root directory fd.

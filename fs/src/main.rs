@@ -128,6 +128,9 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         seamfs::init_logging("info");
         n
     };
+    if let Some(why) = lower.stale_pages() {
+        tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
+    }
     let mut layer = GitLayer {
         ttls: Ttls { work_tree: Duration::from_secs_f64(ttl), ..Ttls::default() },
         index_split: !a.no_index_split && file.index_split.unwrap_or(true),

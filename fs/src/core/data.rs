@@ -122,12 +122,13 @@ impl<L: Layer> Core<L> {
                 return Ok(o);
             }
         }
+        let lower_flags = self.lower_read_flags(flags, class);
         let (fd, st) = match pinned {
             // A pinned node reopens the very file it was looked up as.
             Some(p) => {
                 let path = crate::lower::proc_fd_path(p.as_raw_fd());
                 // SAFETY: valid C string; fd owned below.
-                let fd = cvt(unsafe { libc::open(path.as_ptr(), (flags | libc::O_CLOEXEC) & !libc::O_NOFOLLOW) })?;
+                let fd = cvt(unsafe { libc::open(path.as_ptr(), (lower_flags | libc::O_CLOEXEC) & !libc::O_NOFOLLOW) })?;
                 // SAFETY: fresh fd.
                 let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
                 let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
@@ -135,7 +136,7 @@ impl<L: Layer> Core<L> {
             }
             None => {
                 let path = self.inodes.path(id)?;
-                let fd = match self.lower.open_at(&path, flags, 0) {
+                let fd = match self.lower.open_at(&path, lower_flags, 0) {
                     Ok(fd) => fd,
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
                     Err(e) => return Err(Errno::from(e)),
@@ -195,7 +196,8 @@ impl<L: Layer> Core<L> {
         }
         let (dev, ino) = self.inodes.with(h.node, |n| (n.dev, n.ino)).map_err(|_| Errno::EIO)?;
         let path = self.inodes.path(h.node).map_err(|_| Errno::EIO)?;
-        let fd = self.lower.open_at(&path, h.flags, 0).map_err(|e| match e.raw_os_error() {
+        let class = self.class_of(h.node).map_err(|_| Errno::EIO)?;
+        let fd = self.lower.open_at(&path, self.lower_read_flags(h.flags, class), 0).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) => Errno::ESTALE,
             _ => Errno::from(e),
         })?;
@@ -204,6 +206,16 @@ impl<L: Layer> Core<L> {
             return Err(Errno::ESTALE);
         }
         Ok(h.set_fd(fd))
+    }
+
+    /// The lower's open flags for a node of `class`: a git-dir file other than an object must
+    /// be read from the server, not from a lower cache that never looks again (`lower_cache`).
+    fn lower_read_flags(&self, flags: i32, class: crate::policy::Class) -> i32 {
+        if class.in_git_dir() && class != crate::policy::Class::Objects {
+            self.lower.fresh_flags(flags)
+        } else {
+            flags
+        }
     }
 
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.
@@ -221,6 +233,9 @@ impl<L: Layer> Core<L> {
             // A host-held lock: wait for it (bounded) rather than fail the box command.
             self.wait_host_lock(&path);
             attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
+            if is_eexist(&attempt) && self.forget_stale_name(parent, name) {
+                attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
+            }
         }
         let fd = match attempt {
             Ok(fd) => {

@@ -168,11 +168,48 @@ impl<L: Layer> Core<L> {
         let deadline = Instant::now() + self.opts.lock_wait;
         loop {
             self.lower.refresh(path);
-            let held_by_host = self.lower.stat(path).is_ok() && self.judge.locks.holder(&path.to_owned()).is_none();
+            let held_by_host = self.lower_has(path) && self.judge.locks.holder(&path.to_owned()).is_none();
             if !held_by_host || Instant::now() >= deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Whether the lower's server has `path`: a stat, or on a lower that never revalidates (where
+    /// a name the host removed still stats) the server's listing of its directory.
+    fn lower_has(&self, path: &CStr) -> bool {
+        if self.lower.stale_pages().is_none() {
+            return self.lower.stat(path).is_ok();
+        }
+        let p = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+        let (dir, name) = (p.parent().unwrap_or(Path::new("")), p.file_name().unwrap_or_default());
+        match self.lower.list(&cpath(dir)) {
+            Ok(names) => names.iter().any(|(n, _)| n == name),
+            Err(_) => self.lower.stat(path).is_ok(),
+        }
+    }
+
+    /// An exclusive create met EEXIST: on a lower that never revalidates, when the server's
+    /// listing no longer has the name (the host removed it), drop the guest's dentry cache so
+    /// the next create reaches the server. True when it did (worth one more try).
+    pub(crate) fn forget_stale_name(&self, parent: u64, name: &OsStr) -> bool {
+        if self.lower.stale_pages().is_none() {
+            return false;
+        }
+        let Ok(c) = self.child(parent, name) else { return false };
+        if self.lower_has(&c.path) {
+            return false;
+        }
+        match crate::lower_cache::drop_dentries() {
+            Ok(()) => {
+                tracing::debug!(?name, "a name the host removed blocked a create: dropped the guest's dentry cache");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(?name, error = %e, "a name the host removed blocks a create, and the dentry cache could not be dropped");
+                false
+            }
         }
     }
 

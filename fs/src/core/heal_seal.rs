@@ -206,7 +206,7 @@ impl<L: Layer> Core<L> {
         }
         let c = cpath(index);
         self.lower.refresh(&c);
-        let Ok(fd) = self.lower.open_at(&c, libc::O_RDONLY, 0) else { return false };
+        let Ok(fd) = self.lower.open_fresh(&c, libc::O_RDONLY) else { return false };
         let f = std::fs::File::from(fd);
         let mut tail = vec![0u8; n];
         match f.metadata() {

@@ -204,7 +204,7 @@ impl<L: Layer> Core<L> {
         if self.policy(class).refresh {
             self.lower.refresh(&path);
         }
-        match self.lower.stat(&path) {
+        match self.lower.stat(&path).and_then(|st| self.live_size(class, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
             // asked about the name, and the name holds a newer file (see `serves_name`).
@@ -214,6 +214,15 @@ impl<L: Layer> Core<L> {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),
             Err(e) => Err(io_err(e)),
         }
+    }
+
+    /// A live ref's stat with the size its server has (a lower that never revalidates keeps the
+    /// first size it saw: `crate::lower_cache`); ENOENT when the server has no such file.
+    fn live_size(&self, class: Class, path: &CStr, mut st: libc::stat) -> std::io::Result<libc::stat> {
+        if class == Class::LiveRef {
+            st.st_size = self.lower.fresh_size(path, &st)?;
+        }
+        Ok(st)
     }
 
     /// An O_PATH fd on a node, verified to be the same file.
@@ -288,7 +297,7 @@ impl<L: Layer> Core<L> {
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
         }
-        let st = match self.lower.stat(path) {
+        let st = match self.lower.stat(path).and_then(|st| self.live_size(guess, path, st)) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
             Err(e) => return Err(io_err(e)),

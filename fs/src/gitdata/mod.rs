@@ -117,7 +117,7 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
     let name = rel.file_name().unwrap_or_default();
     for _ in 0..VERIFY_TRIES {
         lower.refresh(&c);
-        let opened = match lower.open_at(&c, libc::O_RDONLY, 0) {
+        let opened = match lower.open_fresh(&c, libc::O_RDONLY) {
             Ok(fd) => Some(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
             Err(e) => return Err(e),
@@ -128,6 +128,9 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
             (Some(fd), Some(ino)) if crate::lower::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd))?.st_ino == ino => {
                 return read_fd(fd).map(Some)
             }
+            // A lower that never revalidates keeps the first inode number under the name, but
+            // its O_DIRECT open read the server's current file (`crate::lower_cache`).
+            (Some(fd), Some(_)) if lower.stale_pages().is_some() => return read_fd(fd).map(Some),
             // Stale: the refresh on the next try is a forced revalidation.
             _ => std::thread::sleep(std::time::Duration::from_millis(5)),
         }
@@ -136,7 +139,7 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
 }
 
 fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
-    let fd = match lower.open_at(c, libc::O_RDONLY, 0) {
+    let fd = match lower.open_fresh(c, libc::O_RDONLY) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
         Err(e) => return Err(e),

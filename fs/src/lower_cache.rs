@@ -1,0 +1,124 @@
+//! Whether the lower's kernel ever looks again at what it cached.
+//!
+//! A 9p mount with `cache=loose` (or `cache=fscache`) keeps a name, its inode number, its size
+//! and its pages as the guest first saw them until memory pressure evicts them: a file the host
+//! replaced by rename reads old forever, a file the host deleted stays listed by `stat`. Measured
+//! in a Debian 6.1 guest (docs/lab.md, "The real box"): a read-only open still reaches the
+//! server (qemu opens the path anew), so an `O_DIRECT` read returns the host's current bytes,
+//! whole, and an open of a deleted name fails with ENOENT; nothing but dropping the guest's
+//! dentry cache makes an exclusive create through a stale name possible. seamfs therefore
+//! reads git-dir files with `O_DIRECT` there, takes a live file's size from the bytes read, and
+//! drops the dentry cache when a name the server's listing no longer has blocks a lock.
+
+use std::ffi::CStr;
+use std::os::fd::RawFd;
+use std::path::Path;
+
+/// How the lower caches, when that matters: None for a share that revalidates (virtiofs, FUSE,
+/// 9p without a loose cache, a local filesystem), else what was found (`9p cache=loose`). Read
+/// from mountinfo: a 9p mount reports the host's `f_type`, not its own.
+pub fn stale_pages(_dir_fd: RawFd, dir: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(dir).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let (fstype, opts) = mount_of(&info, &real)?;
+    (fstype == "9p").then(|| cache_mode(&opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"))
+}
+
+/// The filesystem type and super options of the mount `path` is on (the longest mount point
+/// that contains it; the last such mount wins, as the kernel stacks them).
+fn mount_of(info: &str, path: &Path) -> Option<(String, String)> {
+    let mut best: Option<(usize, String, String)> = None;
+    for line in info.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = f.iter().position(|x| *x == "-") else { continue };
+        let (Some(mp), Some(fstype), Some(opts)) = (f.get(4), f.get(dash + 1), f.get(dash + 3)) else { continue };
+        let mp = unescape(mp);
+        if path.starts_with(&mp) && best.as_ref().is_none_or(|(len, _, _)| mp.len() >= *len) {
+            best = Some((mp.len(), fstype.to_string(), opts.to_string()));
+        }
+    }
+    best.map(|(_, t, o)| (t, o))
+}
+
+/// mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// 9p's cache mode among its super options: `cache=loose` in newer kernels, a bare `loose` (or
+/// `fscache`, `mmap`) in 6.1's.
+fn cache_mode(opts: &str) -> Option<&str> {
+    opts.split(',').find_map(|o| o.strip_prefix("cache=").or(["loose", "fscache", "mmap", "none"].into_iter().find(|m| *m == o)))
+}
+
+/// Drops the guest kernel's unused dentries and inodes (`/proc/sys/vm/drop_caches`, 2): the only
+/// way found to make a 9p `cache=loose` mount forget a name the host removed. Costly for every
+/// mount of the guest, so called only when such a name blocks an exclusive create.
+pub fn drop_dentries() -> std::io::Result<()> {
+    std::fs::write("/proc/sys/vm/drop_caches", "2")
+}
+
+/// Reads `rel` under `dir_fd` with O_DIRECT to its end; the number of bytes (the size the
+/// lower's cached inode may not know).
+pub fn direct_len(dir_fd: RawFd, rel: &CStr) -> std::io::Result<u64> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let flags = libc::O_RDONLY | libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: valid fd and C string; the fd is owned below.
+    let fd = unsafe { libc::openat(dir_fd, rel.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh fd.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    let mut n = 0u64;
+    loop {
+        match f.read(&mut buf)? {
+            0 => return Ok(n),
+            k => n += k as u64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &str = "22 1 0:21 / / rw - ext4 /dev/vda rw\n\
+        30 22 0:40 / /share rw,relatime - 9p share rw,access=client,msize=512000,trans=virtio,cache=loose\n\
+        31 30 0:41 / /share/a\\040b rw - fuse.seamfs seamfs rw\n";
+
+    #[test]
+    fn the_lower_mount_is_the_longest_prefix() {
+        assert_eq!(mount_of(INFO, Path::new("/share/x/y")).map(|m| m.0), Some("9p".into()));
+        assert_eq!(mount_of(INFO, Path::new("/share/a b/c")).map(|m| m.0), Some("fuse.seamfs".into()));
+        assert_eq!(mount_of(INFO, Path::new("/sharex")).map(|m| m.0), Some("ext4".into()));
+        let (_, opts) = mount_of(INFO, Path::new("/share")).unwrap();
+        assert_eq!(cache_mode(&opts), Some("loose"));
+        assert_eq!(cache_mode("rw,trans=virtio"), None);
+        assert_eq!(cache_mode("rw,dirsync,loose,access=client,msize=512000,trans=virtio"), Some("loose"));
+    }
+
+    #[test]
+    fn a_local_directory_revalidates() {
+        let d = std::env::temp_dir();
+        let f = std::fs::File::open(&d).unwrap();
+        assert_eq!(stale_pages(std::os::fd::AsRawFd::as_raw_fd(&f), &d), None);
+    }
+}
