@@ -21,6 +21,27 @@ enum VmCmd {
     Setup,
     /// Race host actors against box actors in the guest, on the raw share and through seamfs.
     Race(VmRaceArgs),
+    /// Time git in the guest on the raw share and through seamfs over it; write a report.
+    Bench(VmBenchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct VmBenchArgs {
+    /// Files in the generated repository (cached under /tmp/seam-bench-cache).
+    #[arg(long, default_value_t = 20_000)]
+    files: usize,
+    /// Interleaved runs (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+    runs: u64,
+    /// Share modes (comma-separated, or `all`).
+    #[arg(long, default_value = "virtiofs")]
+    share: String,
+    /// Where report.md and report.json go.
+    #[arg(long, default_value = "seam-vm-bench")]
+    out: PathBuf,
+    /// The guest's virtual CPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    cpus: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,6 +96,28 @@ pub fn main(a: VmArgs) -> i32 {
             }
         },
         VmCmd::Race(r) => race(r, cache),
+        VmCmd::Bench(b) => bench(b, cache),
+    }
+}
+
+fn bench(b: VmBenchArgs, cache: Cache) -> i32 {
+    let shares = match shares(&b.share) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("seam-lab vm bench: --share: {e}");
+            return 2;
+        }
+    };
+    let opts = seam_lab::vm::bench::VmBenchOptions { files: b.files, runs: b.runs as usize, shares, out: b.out, cache, cpus: b.cpus };
+    match seam_lab::vm::bench::run(&opts) {
+        Ok(md) => {
+            print!("{md}");
+            0
+        }
+        Err(e) => {
+            eprintln!("seam-lab vm bench: {e}");
+            1
+        }
     }
 }
 

@@ -162,6 +162,16 @@ pub fn tree_paths(host: &Path, rev: &str) -> Result<HashSet<String>, LabError> {
     Ok(git(host, &["ls-tree", "-r", "--name-only", rev])?.lines().map(str::to_string).collect())
 }
 
+/// [`tree_paths`] of the host's branch, with the branch reported as broken (and no paths) when
+/// its ref or commit cannot be read, as [`reachable`] does.
+pub fn branch_tree_paths(host: &Path, rev: &str) -> Result<(HashSet<String>, Reachable), LabError> {
+    let r = reachable(host, rev)?;
+    if r.broken.is_some() {
+        return Ok((HashSet::new(), r));
+    }
+    Ok((tree_paths(host, rev)?, r))
+}
+
 /// One path a move of a ref changed: the blob ids before and after (`None` where the path is
 /// absent).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -346,7 +346,12 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let h = host?;
     let a = boxed?;
 
-    let (moves, phantom) = moves(&rig.host, seed, &h.made, &a.made)?;
+    // A broken branch or corrupt objects (a share that lost the box's writes) leave no history
+    // to judge moves by: that is reported (branch_broken, fsck_problems), the move figures stay 0.
+    let on_branch = reachable(&rig.host, "refs/heads/main")?;
+    let fsck = fsck_problems(&rig.host)?;
+    let intact = on_branch.broken.is_none() && fsck.is_empty();
+    let (moves, phantom) = if intact { moves(&rig.host, seed, &h.made, &a.made)? } else { (Vec::new(), 0) };
     let pairs: Vec<(String, String)> = moves.iter().map(|m| (m.made.id.clone(), m.replaced.clone())).collect();
     let changes = changes(&rig.host, &pairs)?;
     let blobs: Vec<String> =
@@ -368,10 +373,8 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
         }
     }
     let rewinds = |host: bool| moves.iter().filter(|m| m.host == host && m.rewinds()).count() as u64;
-    let (behind, behind_paths) = behind_in_head(&rig.host, &a, host_lines, seed)?;
-    let on_branch = reachable(&rig.host, "refs/heads/main")?;
+    let (behind, behind_paths) = if intact { behind_in_head(&rig.host, &a, host_lines, seed)? } else { (0, Vec::new()) };
     let host_lost = h.made.iter().filter(|m| !on_branch.contains(&m.id)).count() as u64;
-    let fsck = fsck_problems(&rig.host)?;
 
     let mut f = Figures::default();
     on_branch.judge(&mut f);
@@ -395,6 +398,9 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.ms("host_commit_p50_ms", "host commit p50", h.commits.percentile_ms(50.0));
     for s in host_x.samples.iter().chain(&box_x.samples) {
         f.note(s.clone());
+    }
+    if !intact {
+        f.note("the repository is corrupt or its branch broken: moves were not judged".to_string());
     }
     if phantom > 0 {
         f.note(format!("{phantom} reflog entries name a commit neither side made (a move git logged, then failed to make)"));

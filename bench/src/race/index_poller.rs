@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::actor::{Cadence, Ran, Tally};
 use super::boxshell::BoxShell;
-use super::check::{fsck_problems, tree_paths};
+use super::check::{branch_tree_paths, fsck_problems};
 use super::figures::Figures;
 use super::repo::Seed;
 use super::rig::Rig;
@@ -145,12 +145,13 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let (hv, host_errors) = host?;
     let b = boxed?;
 
-    let head = tree_paths(&rig.host, "HEAD")?;
+    let (head, branch) = branch_tree_paths(&rig.host, "refs/heads/main")?;
     let missing_seed = seed.files.iter().filter(|f| !head.contains(*f)).count() as u64;
     let missing_box = b.landed_files.iter().filter(|f| !head.contains(*f)).count() as u64;
     let fsck = fsck_problems(&rig.host)?;
 
     let mut f = Figures::default();
+    branch.judge(&mut f);
     f.zero("emptied_index_host", "host saw an emptied index", hv.emptied);
     f.zero("emptied_index_box", "box saw an emptied index", b.views.emptied);
     f.zero("all_deleted_host", "host saw every file staged deleted", hv.all_deleted);

@@ -7,8 +7,9 @@
 //! - [`setup`]: the cache (packages, kernel, virtiofsd), once.
 //! - [`initramfs`]: the guest's root, rebuilt per run around the static binaries under test.
 //! - [`guest`]: one booted guest and the agent's channel.
-//! - [`race`]: `vm race`.
+//! - [`race`]: `vm race`; [`bench`]: `vm bench`.
 
+pub mod bench;
 pub mod cpio;
 pub mod guest;
 pub mod initramfs;
