@@ -23,6 +23,21 @@ enum VmCmd {
     Race(VmRaceArgs),
     /// Time git in the guest on the raw share and through seamfs over it; write a report.
     Bench(VmBenchArgs),
+    /// Count the FUSE requests seamfs gets for a box's everyday git commands in the guest.
+    Counts(VmCountsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct VmCountsArgs {
+    /// The share mode.
+    #[arg(long, default_value = "virtiofs")]
+    share: ShareMode,
+    /// Rounds of the commands (times are their mean).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    repeat: u64,
+    /// The guest's virtual CPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    cpus: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,6 +112,16 @@ pub fn main(a: VmArgs) -> i32 {
         },
         VmCmd::Race(r) => race(r, cache),
         VmCmd::Bench(b) => bench(b, cache),
+        VmCmd::Counts(c) => match seam_lab::vm::counts::run(&cache, c.share, c.cpus, c.repeat as usize) {
+            Ok(md) => {
+                print!("{md}");
+                0
+            }
+            Err(e) => {
+                eprintln!("seam-lab vm counts: {e}");
+                1
+            }
+        },
     }
 }
 

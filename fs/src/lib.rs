@@ -43,5 +43,12 @@ pub mod policy;
 pub fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SEAMFS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+    // A span's creation is logged, so `SEAMFS_LOG=debug` shows every FUSE operation (each has a
+    // debug span), not only those that log something inside.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
 }

@@ -7,9 +7,10 @@
 //! - [`setup`]: the cache (packages, kernel, virtiofsd), once.
 //! - [`initramfs`]: the guest's root, rebuilt per run around the static binaries under test.
 //! - [`guest`]: one booted guest and the agent's channel.
-//! - [`race`]: `vm race`; [`bench`]: `vm bench`.
+//! - [`race`]: `vm race`; [`bench`]: `vm bench`; [`counts`]: `vm counts`.
 
 pub mod bench;
+pub mod counts;
 pub mod cpio;
 pub mod guest;
 pub mod initramfs;
