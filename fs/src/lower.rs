@@ -68,10 +68,14 @@ impl Lower {
         self.open_at(rel, self.fresh_flags(flags), 0)
     }
 
-    /// `flags` for a read-only open that must see the server (see [`Lower::open_fresh`]).
+    /// `flags` for an open that must see the server (see [`Lower::open_fresh`]): a read-only
+    /// open, or an appending one (the guest puts an append at its cached size, which is stale;
+    /// an O_DIRECT write reaches the server's O_APPEND file, which appends at its real end).
     pub fn fresh_flags(&self, flags: i32) -> i32 {
-        let plain_read = flags & libc::O_ACCMODE == libc::O_RDONLY && flags & (libc::O_PATH | libc::O_DIRECTORY | libc::O_CREAT) == 0;
-        if self.stale_pages.is_some() && plain_read {
+        let file = flags & (libc::O_PATH | libc::O_DIRECTORY) == 0;
+        let plain_read = flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_CREAT == 0;
+        let append = flags & libc::O_APPEND != 0;
+        if self.stale_pages.is_some() && file && (plain_read || append) {
             flags | libc::O_DIRECT
         } else {
             flags

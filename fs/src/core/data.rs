@@ -209,7 +209,8 @@ impl<L: Layer> Core<L> {
     }
 
     /// The lower's open flags for a node of `class`: a git-dir file other than an object must
-    /// be read from the server, not from a lower cache that never looks again (`lower_cache`).
+    /// be read from (and appended to) the server, not a lower cache that never looks again
+    /// (`lower_cache`).
     fn lower_read_flags(&self, flags: i32, class: crate::policy::Class) -> i32 {
         if class.in_git_dir() && class != crate::policy::Class::Objects {
             self.lower.fresh_flags(flags)

@@ -297,6 +297,9 @@ impl<L: Layer> Core<L> {
             }
             let mut f = std::fs::File::from(fd);
             if f.write_all(commit.as_bytes()).is_ok() {
+                // On the server before the rename publishes it: a share that caches writes (9p
+                // cache=loose) would otherwise let the next fresh read find it empty.
+                super::guard::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
                 let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(BASE)), 0);
                 return;
             }
