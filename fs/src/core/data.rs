@@ -214,7 +214,7 @@ impl<L: Layer> Core<L> {
         let open_flags = self.lower_open_flags(flags & !STRIP);
         let class = self.child_class(parent, name, false)?;
         if class == crate::policy::Class::Lock {
-            self.guard_lock_create(parent, &child)?;
+            self.guard_lock_create(parent, &child, who.pid)?;
         }
         let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
         if class == crate::policy::Class::Lock && flags & libc::O_EXCL != 0 && is_eexist(&attempt) {

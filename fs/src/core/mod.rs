@@ -290,7 +290,7 @@ impl<L: Layer> Core<L> {
         }
         let st = match self.lower.stat(path) {
             Ok(st) => Some(st),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child, pid)?,
             Err(e) => return Err(io_err(e)),
         };
         let class = match &st {

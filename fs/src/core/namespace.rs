@@ -144,7 +144,7 @@ impl<L: Layer> Core<L> {
         if let Some(after) = after {
             self.guard_renamed(after);
         }
-        self.guard_moved_names(parent, &old, newparent, &new);
+        self.guard_moved_names(parent, &old, newparent, &new, pid);
         // Again after the change: a listing read while it was under way may predate it.
         self.listings.forget(parent);
         self.listings.forget(newparent);
