@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use fuser::{BackingId, Errno, FopenFlags};
 
@@ -204,6 +205,42 @@ impl<L: Layer> Core<L> {
             return Err(Errno::ESTALE);
         }
         Ok(h.set_fd(fd))
+    }
+
+    /// Before the box removes or replaces name `lower_name` of `parent`: deferred opens of the
+    /// file there open it now, so they keep reaching it by their handle once the name is gone
+    /// (POSIX: an open file outlives its name). The host removing it is still ESTALE.
+    pub(crate) fn open_deferred_at(&self, parent: u64, lower_name: &OsStr) {
+        for h in self.handles.deferred() {
+            let here = self.inodes.with(h.node, |n| n.parent == parent && *n.name == *lower_name).unwrap_or(false);
+            if here {
+                let _ = self.file_fd(&h);
+            }
+        }
+    }
+
+    /// An open file of node `id`, for a node whose name is gone while it is open (fstat,
+    /// fchmod or fgetxattr of a file unlinked while open reach seamfs by node only).
+    pub(crate) fn open_file_of(&self, id: u64) -> Result<Arc<OwnedFd>, Errno> {
+        let h = self.handles.file_of(id).ok_or(Errno::ESTALE)?;
+        Ok(Arc::new(self.file_fd(&h)?.try_clone().map_err(Errno::from)?))
+    }
+
+    /// The file of node `id` for a call without a handle: the node verified by its name, else
+    /// an open file of it.
+    pub(crate) fn node_or_open_fd(&self, id: u64) -> Result<Arc<OwnedFd>, Errno> {
+        match self.node_fd(id) {
+            Err(e) if e == Errno::ESTALE => self.open_file_of(id),
+            r => r,
+        }
+    }
+
+    /// The file a call is about: its handle's when it comes with one, else `node_or_open_fd`.
+    pub(crate) fn handle_or_node_fd(&self, id: u64, fh: Option<u64>) -> Result<Arc<OwnedFd>, Errno> {
+        match fh.and_then(|fh| self.handles.file(fh).ok()) {
+            Some(h) => Ok(Arc::new(self.file_fd(&h)?.try_clone().map_err(Errno::from)?)),
+            None => self.node_or_open_fd(id),
+        }
     }
 
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.

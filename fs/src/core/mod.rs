@@ -345,11 +345,7 @@ impl<L: Layer> Core<L> {
         let st = match opened.as_ref().and_then(|h| h.opened()) {
             Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
             _ => match self.stat_node(id) {
-                // fstat of a file unlinked while open comes without a handle: use any open one.
-                Err(e) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                    Some(h) => fstat(self.file_fd(&h)?.as_raw_fd()).map_err(io_err)?,
-                    None => return Err(e),
-                },
+                Err(e) if e == Errno::ESTALE => fstat(self.open_file_of(id)?.as_raw_fd()).map_err(io_err)?,
                 r => r?,
             },
         };
@@ -370,17 +366,9 @@ impl<L: Layer> Core<L> {
         mtime: Option<TimeOrNow>,
         by_uid: u32,
     ) -> Result<(FileAttr, Duration), Errno> {
-        let handle = fh.and_then(|fh| self.handles.file(fh).ok());
-        // An open file is changed through its own fd: its name may be gone (unlinked while open).
-        let node = match (&handle, self.node_fd(id)) {
-            (_, Ok(fd)) => fd,
-            (Some(h), Err(_)) => Arc::new(self.file_fd(h)?.try_clone().map_err(io_err)?),
-            (None, Err(e)) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                Some(h) => Arc::new(self.file_fd(&h)?.try_clone().map_err(io_err)?),
-                None => return Err(e),
-            },
-            (None, Err(e)) => return Err(e),
-        };
+        // An open file is changed through its own fd, never its name (which may be gone).
+        let handle = fh.is_some_and(|fh| self.handles.file(fh).is_ok());
+        let node = self.handle_or_node_fd(id, fh)?;
         let proc_path = proc_fd_path(node.as_raw_fd());
         let is_link = self.inodes.with(id, |n| n.kind == libc::S_IFLNK)?;
         if let Some(mode) = mode {
@@ -398,11 +386,12 @@ impl<L: Layer> Core<L> {
             })?;
         }
         if let Some(size) = size {
-            let _ = match &handle {
+            let _ = if handle {
                 // SAFETY: valid fd.
-                Some(h) => cvt(unsafe { libc::ftruncate(self.file_fd(h)?.as_raw_fd(), size as libc::off_t) })?,
+                cvt(unsafe { libc::ftruncate(node.as_raw_fd(), size as libc::off_t) })?
+            } else {
                 // SAFETY: valid C string.
-                None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
+                cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?
             };
             self.kill_privs_after_trunc(by_uid, node.as_raw_fd())?;
         }
@@ -418,11 +407,7 @@ impl<L: Layer> Core<L> {
                 cvt(unsafe { libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), ts.as_ptr(), 0) })?;
             }
         }
-        let st = match &handle {
-            Some(h) => fstat(self.file_fd(h)?.as_raw_fd()),
-            None => fstat(node.as_raw_fd()),
-        }
-        .map_err(io_err)?;
+        let st = fstat(node.as_raw_fd()).map_err(io_err)?;
         let class = self.class_of(id)?;
         Ok((to_attr(id, &st), self.policy(class).attr_ttl))
     }

@@ -98,6 +98,7 @@ impl<L: Layer> Core<L> {
     /// UNLINK by process `who_pid`.
     pub fn unlink(&self, parent: u64, name: &OsStr, who_pid: u32) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
+        self.open_deferred_at(parent, &c.lower);
         let before = self.ref_before_change(parent, &c.lower);
         self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
@@ -132,6 +133,9 @@ impl<L: Layer> Core<L> {
     pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, pid: u32) -> Result<(), Errno> {
         let old = self.child(parent, name)?;
         let new = self.new_child(newparent, newname)?;
+        if flags & libc::RENAME_EXCHANGE == 0 {
+            self.open_deferred_at(newparent, &new.lower);
+        }
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
         self.listings.forget(parent);
         self.listings.forget(newparent);

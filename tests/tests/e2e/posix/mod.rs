@@ -91,4 +91,5 @@ cases!(
     data::copy_file_range,
     data::open_twice,
     data::unlink_while_open,
+    data::gone_while_open_by_fd,
 );
