@@ -9,6 +9,7 @@
 //! and with `--no-passthrough`, one test each.
 
 mod data;
+mod deep;
 mod meta;
 mod names;
 mod trace;
@@ -92,4 +93,5 @@ cases!(
     data::open_twice,
     data::unlink_while_open,
     data::gone_while_open_by_fd,
+    deep::deep_paths,
 );
