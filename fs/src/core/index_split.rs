@@ -15,10 +15,16 @@ use crate::layer::Layer;
 use crate::policy::Class;
 
 impl<L: Layer> Core<L> {
-    /// Before removing a git dir the box emptied: remove the names it cannot see (the shared
-    /// index and seamfs's own files) when nothing else is left. True when something was removed.
+    /// Before removing (or renaming over) a git dir the box emptied: remove the names it cannot
+    /// see (the shared index and seamfs's own files) when nothing else is left. True when
+    /// something was removed. A git dir a `.git` file named (a separate git dir, a bare repo's
+    /// `worktrees/<n>`) is one by identity, wherever it sits.
     pub(crate) fn clear_hidden(&self, parent: u64, name: &OsStr, path: &CStr) -> bool {
-        if !self.layer.index_split() || self.child_class(parent, name, true).ok() != Some(Class::GitDir) {
+        if !self.layer.index_split() {
+            return false;
+        }
+        let by_place = self.child_class(parent, name, true).ok() == Some(Class::GitDir);
+        if !by_place && !self.lower.stat(path).is_ok_and(|st| self.is_extra_gitdir(&st)) {
             return false;
         }
         let Ok(listed) = self.lower.list(path) else { return false };

@@ -295,15 +295,10 @@ impl<L: Layer> Core<L> {
         };
         let class = match &st {
             Some(st) => {
-                let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
-                    Class::GitDir
-                } else {
-                    if !is_dir && name == ".git" && self.layer.index_split() {
-                        self.note_dotgit_file(&dotgit::rel_path(path), st);
-                    }
-                    self.layer.classify(parent_class, name, is_dir)
+                if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
+                    self.note_dotgit_file(&dotgit::rel_path(path), st);
                 }
+                self.class_found(parent_class, name, st)
             }
             None => guess,
         };

@@ -139,7 +139,13 @@ impl<L: Layer> Core<L> {
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
         self.listings.forget(parent);
         self.listings.forget(newparent);
-        if let Err(e) = self.lower.rename(&old.path, &new.path, flags) {
+        let mut renamed = self.lower.rename(&old.path, &new.path, flags);
+        if renamed.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ENOTEMPTY))
+            && self.clear_hidden(newparent, newname, &new.path)
+        {
+            renamed = self.lower.rename(&old.path, &new.path, flags);
+        }
+        if let Err(e) = renamed {
             if let Some(after) = after {
                 self.guard_rename_failed(after);
             }
@@ -166,9 +172,8 @@ impl<L: Layer> Core<L> {
     fn follow_move(&self, parent: u64, name: &OsStr, child: &Child<'_>) {
         let Ok(st) = self.lower.stat(&child.path) else { return };
         let id = self.inodes.id_for(&st);
-        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        if let Ok(class) = self.child_class(parent, name, is_dir) {
-            self.inodes.moved(id, parent, &child.lower, class);
+        if let Ok(parent_class) = self.class_of(parent) {
+            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st));
         }
         // The kernel moved its entry here: the name now holds this node (the share's fault model).
         self.layer.answered(parent, name, Some(id), Duration::ZERO);

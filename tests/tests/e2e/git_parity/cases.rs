@@ -25,3 +25,23 @@ pub const BRANCH_RENAME: &[&str] = &[
 pub fn branch_rename() -> Vec<&'static str> {
     [BRANCH_RENAME, STATE].concat()
 }
+
+/// Git dirs removed or moved whole: a repository, a linked worktree's admin dir, a bare repo's
+/// worktree, a separate git dir; names seamfs hides in them must go with them.
+pub fn remove_git_dirs() -> Vec<&'static str> {
+    vec![
+        REPO,
+        "cd r && git worktree add -q ../w && cd ../w && git status --short && echo w > w && git add w && git commit -qm w",
+        "rm -rf w && cd r && git worktree prune && ls .git",
+        "cd r && git worktree add -q ../w2 && cd ../w2 && git status --short && cd ../r && rm -rf .git/worktrees/w2 && ls .git",
+        "cd r && git worktree add -q ../w3 && cd ../w3 && git status --short && cd ../r && git worktree remove ../w3 && ls .git",
+        "git init -q --bare b.git && cd b.git && git worktree add -q --orphan ../bw && cd ../bw && git status --short && echo z > z && git add z && git commit -qm z",
+        "rm -rf bw && cd b.git && git worktree prune && ls",
+        "git init -q -b main e && cd e && git worktree add -q --orphan ../ew && cd ../ew && git status --short",
+        "rm -rf ew && cd e && git worktree prune && ls .git",
+        "git init -q s && cd s && echo s > s && git add s && git commit -qm s && git init -q --separate-git-dir ../sg && git status --short",
+        "cd s && git init -q --separate-git-dir ../sg2 && git status --short && git log --oneline",
+        "rm -rf sg2 s e && ls",
+        "git clone -q r c && cd c && git status --short && cd .. && rm -rf c r && ls",
+    ]
+}
