@@ -370,6 +370,13 @@ impl<L: Layer> Core<L> {
             if h.cached && h.read_whole() {
                 self.inodes.mark_complete(h.node, h.stamp);
             }
+            // `index` written in place (git renames a lock onto it; a copy tool writes it):
+            // published as the shared index as after a rename, if the host has none.
+            if h.writable() {
+                if let Ok((Class::Index, parent)) = self.inodes.with(h.node, |n| (n.class, n.parent)) {
+                    self.after_index_commit(parent, OsStr::new("index"));
+                }
+            }
         }
     }
 

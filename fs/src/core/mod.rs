@@ -103,6 +103,9 @@ pub struct Core<L: Layer> {
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
+    /// Git dirs the box created since the mount, by lower identity: their index is only ever
+    /// what the box wrote (`Core::seed_index`).
+    pub(crate) box_gitdirs: dashmap::DashMap<(u64, u64), ()>,
     /// Recent work-tree directory listings (see `listing`).
     pub(crate) listings: listing::Listings,
     /// One reverse heal at a time: a lookup of `index` during another's heal waits for it
@@ -134,6 +137,7 @@ impl<L: Layer> Core<L> {
             killpriv_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
+            box_gitdirs: Default::default(),
             listings: Default::default(),
             reverse_heals: Default::default(),
         })

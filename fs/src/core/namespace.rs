@@ -70,7 +70,11 @@ impl<L: Layer> Core<L> {
         let c = self.new_child(parent, name)?;
         self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(|e| self.in_parent(parent, e))?;
         let e = self.created(parent, name, &c, who)?;
-        self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid, None);
+        let class = self.child_class(parent, name, true)?;
+        if class == crate::policy::Class::GitDir {
+            self.box_gitdir_made(&c.path);
+        }
+        self.guard_created(parent, &c, class, who.pid, None);
         Ok(e)
     }
 

@@ -45,3 +45,16 @@ pub fn remove_git_dirs() -> Vec<&'static str> {
         "git clone -q r c && cd c && git status --short && cd .. && rm -rf c r && ls",
     ]
 }
+
+/// A repository copied into the mount by tools that are not git (`cp -R`, `cp -a`, `tar -x`):
+/// each writes its files, `index` included, byte for byte; git then works in the copy.
+pub fn copy_repo_in() -> Vec<&'static str> {
+    vec![
+        "S=$(mktemp -d) && cd $S && git init -q src && cd src && echo a > a && git add a && git commit -qm one && echo b > b && git add b \
+         && cd \"$D\" && cp -R $S/src copy && cp -a $S/src copya && mkdir t && tar -C $S/src -cf - . | tar -C t -xf - \
+         && cmp copy/.git/index $S/src/.git/index && cmp copya/.git/index $S/src/.git/index && cmp t/.git/index $S/src/.git/index; r=$?; rm -rf $S; exit $r",
+        "for d in copy copya t; do (cd $d && git status --porcelain=v2 --branch && git fsck --strict --no-progress) || exit 1; done",
+        "cp -R copy copy2 && cd copy2 && git status --short && git commit -qm two && git log --oneline && git status --short",
+        "rm -rf copy copya t copy2 && ls",
+    ]
+}
