@@ -58,3 +58,28 @@ pub fn copy_repo_in() -> Vec<&'static str> {
         "rm -rf copy copya t copy2 && ls",
     ]
 }
+
+/// Everyday porcelain beyond commits: stash in its forms, worktrees moved and repaired, gc and
+/// repack, notes, replace, bisect, sparse-checkout, an interactive rebase with exec.
+pub fn porcelain() -> Vec<&'static str> {
+    [
+        &[REPO][..],
+        &[
+            "cd r && echo c > a && git stash -q && git stash list && echo d > b && git stash push -q -m two b && git stash list && git stash show -p stash@{1}",
+            "cd r && git stash pop -q && git stash apply -q && git stash drop -q && git status --short && git checkout -q -- . && git stash branch -q sb && git status --short && git checkout -q main",
+            "cd r && git worktree add -q ../w1 && git worktree move ../w1 ../w2 && git worktree list --porcelain | grep -c worktree && mv ../w2 ../w3 && git worktree repair ../w3 && cd ../w3 && git status --short",
+            "cd r && git worktree remove --force ../w3 && git worktree prune && git worktree list | wc -l",
+            "cd r && git gc -q && git repack -q -a -d && git prune && git count-objects -v | grep -v size",
+            "cd r && git notes add -m note HEAD && git notes show HEAD && git replace -f HEAD~1 HEAD && git replace -l && git replace -d HEAD~1",
+            "cd r && git bisect start HEAD HEAD~1 && git bisect good && git bisect reset",
+            "cd r && git sparse-checkout set --no-cone a && ls && git sparse-checkout disable && ls",
+            "cd r && GIT_SEQUENCE_EDITOR=true git rebase -q -i --exec 'git log --oneline -1' HEAD~1",
+            "git clone -q --separate-git-dir sep.git r cs && cd cs && git status --short && git log --oneline",
+            "git clone -q --reference r r cr && cd cr && git log --oneline && cat .git/objects/info/alternates | sed 's|.*/||'",
+            "cd r && git -c protocol.file.allow=always submodule add -q ../cr sub && git commit -qm sub && git submodule absorbgitdirs && cat sub/.git && git submodule status",
+            "git init -q m && cd m && git init -q inner && cd inner && echo i > i && git add i && git commit -qm i && cd .. && git add inner && git commit -qm inner 2>&1 | tail -1; git mv inner moved && git status --short && ls moved/.git | head -3",
+        ][..],
+        STATE,
+    ]
+    .concat()
+}

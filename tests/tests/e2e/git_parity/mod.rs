@@ -92,4 +92,4 @@ macro_rules! cases {
     };
 }
 
-cases!(branch_rename, remove_git_dirs, copy_repo_in);
+cases!(branch_rename, remove_git_dirs, copy_repo_in, porcelain);
