@@ -131,6 +131,8 @@ pub fn ensure_index_box(lower: &Lower, gitdir: &Path, owner: NewFile, opts: Seed
         return Ok(Seeded::Present);
     }
     let g = GitDirRef::open(lower, gitdir.to_path_buf());
+    // HEAD's commit of a reftable repository is not read as data: no stand-in from it.
+    let reftable = opts.stand_in && g.is_reftable();
     let deadline = Instant::now() + opts.shared_wait;
     let mut last_bad: Option<BadIndex> = None;
     loop {
@@ -141,7 +143,10 @@ pub fn ensure_index_box(lower: &Lower, gitdir: &Path, owner: NewFile, opts: Seed
             },
             Ok(None) => {
                 // No shared index: an unborn branch seeds nothing and does not wait.
-                if !opts.stand_in {
+                if reftable {
+                    warn!(gitdir = %gitdir.display(), "a reftable repository without an index: HEAD's tree is not read (refs are in reftable), so no index is seeded");
+                }
+                if !opts.stand_in || reftable {
                     return Ok(Seeded::Absent);
                 }
                 if let HeadOid::Unborn(_) = head(&g, gitdir)? {

@@ -83,3 +83,18 @@ pub fn porcelain() -> Vec<&'static str> {
     ]
     .concat()
 }
+
+/// Repositories with the reftable ref backend: one the host made (its linked worktree without an
+/// index: HEAD is a placeholder, so no stand-in index can come from it), one the box made, and
+/// a migration between backends.
+pub fn reftable() -> Vec<&'static str> {
+    vec![
+        "cd \"$L\" && git init -q --ref-format=reftable h && cd h && echo a > a && git add a && git commit -qm one \
+         && git worktree add -q --no-checkout ../hw && echo 'gitdir: ../h/.git/worktrees/hw' > ../hw/.git",
+        "cd hw && git status --short && git reset -q && git status --short && git checkout -q -- . && git status --short",
+        "cd h && git status --short && echo b > b && git add b && git commit -qm two && git branch -m renamed && git log --oneline && git for-each-ref",
+        "git init -q --ref-format=reftable r && cd r && echo a > a && git add a && git commit -qm one && git branch side && git branch -m main2 \
+         && git refs migrate --ref-format=files && git for-each-ref && git refs migrate --ref-format=reftable && git for-each-ref && git status --short",
+        "cd r && git fsck --strict --no-progress && ls .git | grep -v index",
+    ]
+}
