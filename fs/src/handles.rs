@@ -186,6 +186,11 @@ impl Handles {
         self.files.iter().find(|e| e.value().node == node).map(|e| e.value().clone())
     }
 
+    /// Open files whose lower file is not open yet (deferred opens).
+    pub fn deferred(&self) -> Vec<Arc<FileHandle>> {
+        self.files.iter().filter(|e| e.value().opened().is_none()).map(|e| e.value().clone()).collect()
+    }
+
     /// An open file of `node` that may hold writes the lower has not got: opened for writing.
     pub fn writer_of(&self, node: u64) -> Option<Arc<FileHandle>> {
         self.files.iter().find(|e| e.value().node == node && e.value().writable()).map(|e| e.value().clone())

@@ -34,6 +34,7 @@ pub mod inode;
 pub mod judge;
 pub mod layer;
 pub mod lower;
+mod lower_at;
 pub mod lower_cache;
 pub mod lower_path;
 pub mod mount;

@@ -2,12 +2,15 @@
 //!
 //! Every access is relative to that fd and never follows a symlink on the way (`openat2` with
 //! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, `AT_SYMLINK_NOFOLLOW` elsewhere), so seamfs can mount
-//! over the lower's own path and a symlink planted in the lower cannot lead it outside.
+//! over the lower's own path and a symlink planted in the lower cannot lead it outside. A path
+//! longer than one syscall takes is reached from directory fds (`lower_at`).
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
+
+use crate::lower_at::{at, openat2};
 
 /// Result of a libc call: -1 becomes the thread's errno.
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -17,16 +20,6 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
         Ok(ret)
     }
 }
-
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
-const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-const RESOLVE_BENEATH: u64 = 0x08;
 
 /// The lower directory tree.
 #[derive(Debug)]
@@ -110,16 +103,18 @@ impl Lower {
 
     /// `lstat` of a path relative to the root.
     pub fn stat(&self, rel: &CStr) -> io::Result<libc::stat> {
+        let a = at(self.root_fd(), rel)?;
         let mut st = empty_stat();
         // SAFETY: valid fd, C string and out-pointer.
-        cvt(unsafe { libc::fstatat(self.root_fd(), rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+        cvt(unsafe { libc::fstatat(a.fd(), a.name().as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
         Ok(st)
     }
 
     /// A path's device and inode number, without asking a FUSE lower for fresh attributes
     /// (see [`identity`]).
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
-        statx_cached(self.root_fd(), rel, 0, libc::STATX_INO).map(|x| identity_of(&x))
+        let a = at(self.root_fd(), rel)?;
+        statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x))
     }
 
     /// Opens a path relative to the root without following any symlink.
@@ -144,72 +139,53 @@ impl Lower {
             // O_PATH allows only a few companions.
             flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;
         }
-        let how = OpenHow {
-            flags: flags as u64,
-            mode: if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 { mode as u64 } else { 0 },
-            resolve: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS,
-        };
-        // SAFETY: openat2 with a valid fd, C string and `open_how` of the size we pass.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                self.root_fd(),
-                rel.as_ptr(),
-                &how as *const OpenHow,
-                std::mem::size_of::<OpenHow>(),
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd from openat2.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        let a = at(self.root_fd(), rel)?;
+        openat2(a.fd(), a.name(), flags, mode)
     }
 
     /// `mkdirat`.
     pub fn mkdir(&self, rel: &CStr, mode: u32) -> io::Result<()> {
+        let a = at(self.root_fd(), rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::mkdirat(self.root_fd(), rel.as_ptr(), mode as libc::mode_t) }).map(drop)
+        cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop)
     }
 
     /// `mknodat`.
     pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
+        let a = at(self.root_fd(), rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::mknodat(self.root_fd(), rel.as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
+        cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
             .map(drop)
     }
 
     /// `symlinkat`.
     pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
+        let a = at(self.root_fd(), rel)?;
         // SAFETY: valid fd and C strings.
-        cvt(unsafe { libc::symlinkat(target.as_ptr(), self.root_fd(), rel.as_ptr()) }).map(drop)
+        cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop)
     }
 
     /// `linkat` between two paths under the root, without following a symlink source.
     pub fn link(&self, old: &CStr, new: &CStr) -> io::Result<()> {
+        let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
         // SAFETY: valid fds and C strings.
-        cvt(unsafe { libc::linkat(self.root_fd(), old.as_ptr(), self.root_fd(), new.as_ptr(), 0) }).map(drop)
+        cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop)
     }
 
     /// `unlinkat`, for files (`dir == false`) or directories.
     pub fn unlink(&self, rel: &CStr, dir: bool) -> io::Result<()> {
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
+        let a = at(self.root_fd(), rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::unlinkat(self.root_fd(), rel.as_ptr(), flags) }).map(drop)
+        cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop)
     }
 
     /// `renameat2` with the caller's flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
     pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
+        let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
         // SAFETY: valid fds and C strings.
         let r = unsafe {
-            libc::syscall(
-                libc::SYS_renameat2,
-                self.root_fd(),
-                old.as_ptr(),
-                self.root_fd(),
-                new.as_ptr(),
-                flags,
-            )
+            libc::syscall(libc::SYS_renameat2, a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), flags)
         };
         if r < 0 {
             Err(io::Error::last_os_error())
@@ -220,9 +196,10 @@ impl Lower {
 
     /// `readlinkat`.
     pub fn readlink(&self, rel: &CStr) -> io::Result<Vec<u8>> {
+        let a = at(self.root_fd(), rel)?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         // SAFETY: valid fd, C string and buffer of the given length.
-        let n = unsafe { libc::readlinkat(self.root_fd(), rel.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = unsafe { libc::readlinkat(a.fd(), a.name().as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -232,8 +209,9 @@ impl Lower {
 
     /// `fchownat` without following a final symlink; `u32::MAX` leaves a field unchanged.
     pub fn chown(&self, rel: &CStr, uid: u32, gid: u32) -> io::Result<()> {
+        let a = at(self.root_fd(), rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::fchownat(self.root_fd(), rel.as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
+        cvt(unsafe { libc::fchownat(a.fd(), a.name().as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
     }
 
     /// `statvfs` of the lower filesystem.
@@ -251,12 +229,14 @@ impl Lower {
     /// directory cannot be linked) when it does not. A stat first makes sure the lower holds an
     /// entry that the forced revalidation then replaces.
     pub fn refresh(&self, rel: &CStr) {
+        let Ok(a) = at(self.root_fd(), rel) else { return };
+        let (dir, rel) = (a.fd(), a.name());
         let mut st = empty_stat();
         // SAFETY: valid fd, C strings, out-pointer. Results are deliberately ignored: only the
         // side effect on the lower's dentry cache matters.
         unsafe {
-            libc::fstatat(self.root_fd(), rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW);
-            libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), self.root_fd(), rel.as_ptr(), 0);
+            libc::fstatat(dir, rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW);
+            libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), dir, rel.as_ptr(), 0);
         }
     }
 }

@@ -198,6 +198,15 @@ fn umount(mnt: &Path) -> std::io::Result<()> {
     }
 }
 
+/// The passthrough mode that mount options `extra` ask for, as test reports name it.
+pub fn mode_name(extra: &[&str]) -> &'static str {
+    if extra.contains(&"--no-passthrough") {
+        "--no-passthrough"
+    } else {
+        "passthrough"
+    }
+}
+
 /// Runs `seamfs ARGS` without expecting a mount (for bad input), with the full report.
 pub fn seamfs_cmd<S: AsRef<OsStr>>(args: &[S]) -> Ran {
     run(Command::new(bins::seamfs()).args(args))

@@ -363,13 +363,66 @@ pub fn listxattr(p: &Path) -> Sys<Vec<String>> {
     let mut buf = vec![0u8; 65536];
     // SAFETY: valid C string and buffer.
     let n = cvt_size(unsafe { libc::listxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
-    let mut names: Vec<String> = buf[..n]
-        .split(|b| *b == 0)
-        .filter(|s| !s.is_empty())
-        .map(|s| String::from_utf8_lossy(s).into_owned())
-        .collect();
+    Ok(names_of(&buf[..n]))
+}
+
+/// The sorted names of a listxattr buffer.
+fn names_of(buf: &[u8]) -> Vec<String> {
+    let mut names: Vec<String> =
+        buf.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
     names.sort();
-    Ok(names)
+    names
+}
+
+/// fchmod(2).
+pub fn fchmod(fd: &OwnedFd, mode: u32) -> Sys<()> {
+    // SAFETY: owned fd.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) }).map(drop)
+}
+
+/// fchown(2); u32::MAX leaves a field alone.
+pub fn fchown(fd: &OwnedFd, uid: u32, gid: u32) -> Sys<()> {
+    // SAFETY: owned fd.
+    cvt(unsafe { libc::fchown(fd.as_raw_fd(), uid, gid) }).map(drop)
+}
+
+/// futimens(2).
+pub fn futimens(fd: &OwnedFd, atime: (i64, i64), mtime: (i64, i64)) -> Sys<()> {
+    let ts =
+        [libc::timespec { tv_sec: atime.0, tv_nsec: atime.1 }, libc::timespec { tv_sec: mtime.0, tv_nsec: mtime.1 }];
+    // SAFETY: owned fd and two timespecs.
+    cvt(unsafe { libc::futimens(fd.as_raw_fd(), ts.as_ptr()) }).map(drop)
+}
+
+/// fsetxattr(2).
+pub fn fsetxattr(fd: &OwnedFd, name: &str, value: &[u8], flags: i32) -> Sys<()> {
+    let n = cname(name);
+    // SAFETY: owned fd, valid C string and value buffer.
+    cvt(unsafe { libc::fsetxattr(fd.as_raw_fd(), n.as_ptr(), value.as_ptr().cast(), value.len(), flags) }).map(drop)
+}
+
+/// fgetxattr(2) into a 4 KiB buffer.
+pub fn fgetxattr(fd: &OwnedFd, name: &str) -> Sys<Vec<u8>> {
+    let n = cname(name);
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: owned fd, valid C string and buffer.
+    let len = cvt_size(unsafe { libc::fgetxattr(fd.as_raw_fd(), n.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    buf.truncate(len);
+    Ok(buf)
+}
+
+/// flistxattr(2): the sorted names.
+pub fn flistxattr(fd: &OwnedFd) -> Sys<Vec<String>> {
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: owned fd and buffer.
+    let n = cvt_size(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })?;
+    Ok(names_of(&buf[..n]))
+}
+
+/// fremovexattr(2).
+pub fn fremovexattr(fd: &OwnedFd, name: &str) -> Sys<()> {
+    // SAFETY: owned fd and valid C string.
+    cvt(unsafe { libc::fremovexattr(fd.as_raw_fd(), cname(name).as_ptr()) }).map(drop)
 }
 
 /// removexattr(2).

@@ -39,6 +39,8 @@ pub struct Counted {
     pub seamfs_ms: f64,
     /// FUSE requests seamfs got, by operation.
     pub requests: BTreeMap<String, u64>,
+    /// CPU time seamfs's threads spent on the command, ms (from their schedstat).
+    pub seamfs_cpu_ms: f64,
 }
 
 /// Boots a guest over `mode`, counts, and returns the table as markdown.
@@ -67,15 +69,18 @@ pub fn run(cache: &Cache, mode: ShareMode, cpus: u32, repeat: usize) -> Result<S
         for (i, args) in COMMANDS.iter().enumerate() {
             let raw_ms = git_ms(&g, Path::new("/share/raw"), args)?;
             let before = log_lines(&g)?;
+            let cpu_before = seamfs_cpu_ns(&g)?;
             let seamfs_ms = git_ms(&g, Path::new("/share/seam"), args)?;
+            let seamfs_cpu_ms = (seamfs_cpu_ns(&g)? - cpu_before) as f64 / 1e6;
             let requests = spans_since(&g, before)?;
             if round == 0 {
-                rows.push(Counted { command: args.join(" "), raw_ms, seamfs_ms, requests });
+                rows.push(Counted { command: args.join(" "), raw_ms, seamfs_ms, requests, seamfs_cpu_ms });
             } else {
                 // Later rounds add their times (averaged below); the counts are the last round's.
                 let r = &mut rows[i];
                 r.raw_ms += raw_ms;
                 r.seamfs_ms += seamfs_ms;
+                r.seamfs_cpu_ms += seamfs_cpu_ms;
                 r.requests = requests;
             }
         }
@@ -83,6 +88,7 @@ pub fn run(cache: &Cache, mode: ShareMode, cpus: u32, repeat: usize) -> Result<S
     for r in &mut rows {
         r.raw_ms /= repeat as f64;
         r.seamfs_ms /= repeat as f64;
+        r.seamfs_cpu_ms /= repeat as f64;
     }
     let down = g.sh("seamfs-bootstrap down /share/seam")?;
     if down.code != 0 {
@@ -103,6 +109,13 @@ fn git_ms(g: &Guest, dir: &Path, args: &[&str]) -> Result<f64, LabError> {
         return Err(LabError::new(format!("git {} in the guest", args.join(" ")), dir, r.why()));
     }
     Ok(r.elapsed.as_secs_f64() * 1000.0)
+}
+
+/// Nanoseconds on CPU of all of seamfs's threads so far (`/proc/PID/task/*/schedstat`).
+fn seamfs_cpu_ns(g: &Guest) -> Result<i64, LabError> {
+    let r = g.sh("cat /proc/$(pidof seamfs)/task/*/schedstat | awk '{ s += $1 } END { printf \"%d\", s }'")?;
+    let text = String::from_utf8_lossy(&r.stdout);
+    text.trim().parse().map_err(|_| LabError::new("read seamfs's schedstat in the guest", Path::new("/proc"), format!("{text:?}")))
 }
 
 fn log_text(g: &Guest) -> Result<String, LabError> {
@@ -136,13 +149,21 @@ fn span_name(line: &str) -> Option<&str> {
 }
 
 fn markdown(mode: ShareMode, repeat: usize, rows: &[Counted]) -> String {
-    let mut s = format!("## {} (mean of {repeat} rounds; requests of the last)\n\n| command | raw ms | seamfs ms | ratio | requests to seamfs | by op |\n|---|---|---|---|---|---|\n", mode.name());
+    let mut s = format!("## {} (mean of {repeat} rounds; requests of the last)\n\n| command | raw ms | seamfs ms | ratio | seamfs CPU ms | requests to seamfs | by op |\n|---|---|---|---|---|---|---|\n", mode.name());
     for r in rows {
         let total: u64 = r.requests.values().sum();
         let mut ops: Vec<(&String, &u64)> = r.requests.iter().collect();
         ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
         let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
-        s.push_str(&format!("| `git {}` | {:.1} | {:.1} | {:.2} | {total} | {} |\n", r.command, r.raw_ms, r.seamfs_ms, r.seamfs_ms / r.raw_ms, by.join(", ")));
+        s.push_str(&format!(
+            "| `git {}` | {:.1} | {:.1} | {:.2} | {:.1} | {total} | {} |\n",
+            r.command,
+            r.raw_ms,
+            r.seamfs_ms,
+            r.seamfs_ms / r.raw_ms,
+            r.seamfs_cpu_ms,
+            by.join(", ")
+        ));
     }
     s
 }

@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use fuser::{BackingId, Errno, FopenFlags};
 
@@ -219,6 +220,42 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// Before the box removes or replaces name `lower_name` of `parent`: deferred opens of the
+    /// file there open it now, so they keep reaching it by their handle once the name is gone
+    /// (POSIX: an open file outlives its name). The host removing it is still ESTALE.
+    pub(crate) fn open_deferred_at(&self, parent: u64, lower_name: &OsStr) {
+        for h in self.handles.deferred() {
+            let here = self.inodes.with(h.node, |n| n.parent == parent && *n.name == *lower_name).unwrap_or(false);
+            if here {
+                let _ = self.file_fd(&h);
+            }
+        }
+    }
+
+    /// An open file of node `id`, for a node whose name is gone while it is open (fstat,
+    /// fchmod or fgetxattr of a file unlinked while open reach seamfs by node only).
+    pub(crate) fn open_file_of(&self, id: u64) -> Result<Arc<OwnedFd>, Errno> {
+        let h = self.handles.file_of(id).ok_or(Errno::ESTALE)?;
+        Ok(Arc::new(self.file_fd(&h)?.try_clone().map_err(Errno::from)?))
+    }
+
+    /// The file of node `id` for a call without a handle: the node verified by its name, else
+    /// an open file of it.
+    pub(crate) fn node_or_open_fd(&self, id: u64) -> Result<Arc<OwnedFd>, Errno> {
+        match self.node_fd(id) {
+            Err(e) if e == Errno::ESTALE => self.open_file_of(id),
+            r => r,
+        }
+    }
+
+    /// The file a call is about: its handle's when it comes with one, else `node_or_open_fd`.
+    pub(crate) fn handle_or_node_fd(&self, id: u64, fh: Option<u64>) -> Result<Arc<OwnedFd>, Errno> {
+        match fh.and_then(|fh| self.handles.file(fh).ok()) {
+            Some(h) => Ok(Arc::new(self.file_fd(&h)?.try_clone().map_err(Errno::from)?)),
+            None => self.node_or_open_fd(id),
+        }
+    }
+
     /// CREATE: O_EXCL is decided by the lower; only a file this call created changes owner.
     pub fn create(&self, parent: u64, name: &OsStr, mode: u32, umask: u32, flags: i32, who: Caller) -> Result<(Entry, Opened), Errno> {
         let child = self.new_child(parent, name)?;
@@ -227,7 +264,7 @@ impl<L: Layer> Core<L> {
         let open_flags = self.lower_open_flags(flags & !STRIP);
         let class = self.child_class(parent, name, false)?;
         if class == crate::policy::Class::Lock {
-            self.guard_lock_create(parent, &child)?;
+            self.guard_lock_create(parent, &child, who.pid)?;
         }
         let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
         if class == crate::policy::Class::Lock && flags & libc::O_EXCL != 0 && is_eexist(&attempt) {
@@ -348,6 +385,13 @@ impl<L: Layer> Core<L> {
         if let Some(h) = self.handles.remove_file(fh) {
             if h.cached && h.read_whole() {
                 self.inodes.mark_complete(h.node, h.stamp);
+            }
+            // `index` written in place (git renames a lock onto it; a copy tool writes it):
+            // published as the shared index as after a rename, if the host has none.
+            if h.writable() {
+                if let Ok((Class::Index, parent)) = self.inodes.with(h.node, |n| (n.class, n.parent)) {
+                    self.after_index_commit(parent, OsStr::new("index"));
+                }
             }
         }
     }

@@ -16,6 +16,7 @@ use tracing::warn;
 use super::Core;
 use crate::gitdata::{cpath, join_beneath, parse_gitdir_file, read_lower};
 use crate::layer::Layer;
+use crate::policy::Class;
 
 impl<L: Layer> Core<L> {
     /// A `.git` regular file was looked up at `path` (lower-relative): remember the git dir it
@@ -42,7 +43,7 @@ impl<L: Layer> Core<L> {
             Ok(t) if t.st_mode & libc::S_IFMT == libc::S_IFDIR && self.lower.stat(&cpath(&rel.join("HEAD"))).is_ok() => {
                 self.extra_gitdirs.insert((t.st_dev, t.st_ino), ());
                 // Already known (e.g. just created by `git init --separate-git-dir`): reclassify.
-                self.inodes.set_class(self.inodes.id_for(&t), crate::policy::Class::GitDir);
+                self.inodes.set_class(self.inodes.id_for(&t), Class::GitDir);
             }
             _ => warn!(file = %path.display(), gitdir = %target.display(), "a .git file names no git dir (not a directory holding HEAD): not a git dir"),
         }
@@ -56,6 +57,17 @@ impl<L: Layer> Core<L> {
             join_beneath(Path::new(""), rest)
         } else {
             join_beneath(file.parent().unwrap_or(Path::new("")), target)
+        }
+    }
+
+    /// The class of `name` in a directory of `parent_class`, found on the lower as `st`: a
+    /// directory a `.git` file named is a git dir wherever it sits (also once moved there).
+    pub(crate) fn class_found(&self, parent_class: Class, name: &OsStr, st: &libc::stat) -> Class {
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
+            Class::GitDir
+        } else {
+            self.layer.classify(parent_class, name, is_dir)
         }
     }
 

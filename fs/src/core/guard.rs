@@ -110,9 +110,20 @@ impl<L: Layer> Core<L> {
         OP_STATE.iter().filter(|n| names.iter().any(|(x, _)| x == OsStr::new(n))).map(|n| n.to_string()).collect()
     }
 
-    /// True when a branch's reflog holds more than the one entry git appends while creating it:
-    /// the branch had commits, so creating it from nothing would make a root commit over them.
-    fn reflog_has_history(&self, gitdir: &Path, name: &str) -> bool {
+    /// A branch hides history from process `p` when it reads absent while its reflog has
+    /// entries that `p` did not move there itself: `branch -m` and `branch -c` rename the
+    /// reflog to the new name before they create the ref, and history carried over is not lost.
+    fn hidden_from(&self, p: Proc, g: &GitDirRef<'_>, name: &str) -> bool {
+        !self.judge.tracker.carries_reflog(p, &g.dir, name) && matches!(g.resolve(name), Ok(RefState::Hidden))
+    }
+
+    /// True when a branch's reflog holds more than the one entry git appends while creating it
+    /// and process `p` did not carry it there: the branch had commits, so creating it from
+    /// nothing would make a root commit over them.
+    fn reflog_has_history(&self, p: Proc, gitdir: &Path, name: &str) -> bool {
+        if self.judge.tracker.carries_reflog(p, gitdir, name) {
+            return false;
+        }
         match read_lower(&self.lower, &gitdir.join("logs").join(name)) {
             Ok(Some(log)) => log.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() >= 2,
             _ => false,
@@ -215,7 +226,7 @@ impl<L: Layer> Core<L> {
 
     /// A branch that reads as absent while its reflog has entries is looked up again (bounded)
     /// before it is ever served as unborn; None when it stays hidden (the box gets EIO).
-    pub(crate) fn guard_missing(&self, parent: u64, class: Class, child: &Child<'_>) -> Result<Option<libc::stat>, Errno> {
+    pub(crate) fn guard_missing(&self, parent: u64, class: Class, child: &Child<'_>, pid: u32) -> Result<Option<libc::stat>, Errno> {
         if !self.layer.guards() || class != Class::LiveRef {
             return Ok(None);
         }
@@ -236,7 +247,8 @@ impl<L: Layer> Core<L> {
             return Ok(None);
         }
         let g = GitDirRef::open(&self.lower, gitdir.clone());
-        if !matches!(g.resolve(&rel), Ok(RefState::Hidden)) {
+        let p = Proc::of(pid);
+        if !self.hidden_from(p, &g, &rel) {
             return Ok(None);
         }
         let deadline = Instant::now() + self.opts.lock_wait;
@@ -246,7 +258,7 @@ impl<L: Layer> Core<L> {
             if let Ok(st) = self.lower.stat(&child.path) {
                 return Ok(Some(st));
             }
-            if !matches!(g.resolve(&rel), Ok(RefState::Hidden)) {
+            if !self.hidden_from(p, &g, &rel) {
                 return Ok(None);
             }
         }
@@ -258,7 +270,7 @@ impl<L: Layer> Core<L> {
     /// `refs/heads/<b>.lock`: a branch that reads absent while its
     /// reflog holds history is looked up again (bounded); if it stays hidden the lock is refused,
     /// so git stops before it appends a root commit to that reflog.
-    pub(crate) fn guard_lock_create(&self, parent: u64, child: &Child<'_>) -> Result<(), Errno> {
+    pub(crate) fn guard_lock_create(&self, parent: u64, child: &Child<'_>, pid: u32) -> Result<(), Errno> {
         if !self.layer.guards() {
             return Ok(());
         }
@@ -272,7 +284,7 @@ impl<L: Layer> Core<L> {
         let Some(name) = rel.strip_suffix(".lock").filter(|n| n.starts_with("refs/heads/")) else { return Ok(()) };
         let g = GitDirRef::open(&self.lower, gitdir.clone());
         let deadline = Instant::now() + self.opts.lock_wait;
-        while matches!(g.resolve(name), Ok(RefState::Hidden)) {
+        while self.hidden_from(Proc::of(pid), &g, name) {
             if Instant::now() >= deadline {
                 warn!(gitdir = %gitdir.display(), branch = %name, "refused to lock a branch that reads as absent but has a reflog (it has commits); nothing was changed, run the command again");
                 return Err(Errno::EBUSY);
@@ -426,7 +438,7 @@ impl<L: Layer> Core<L> {
                 // fresh (`branch -f side`, `tag`, `branch -D` are not second-guessed).
                 let held = name == "HEAD"
                     || self.judge.tracker.start_of(p).is_some_and(|s| s.common == gitdir && s.branch.as_deref() == Some(name.as_str()));
-                if now.is_none() && name.starts_with("refs/heads/") && self.reflog_has_history(&gitdir, name) {
+                if now.is_none() && name.starts_with("refs/heads/") && self.reflog_has_history(p, &gitdir, name) {
                     Verdict::Refuse(format!(
                         "refused to create {name}: it reads as absent but its reflog holds history (a stale read of a branch with commits); nothing was changed, run the command again"
                     ))
@@ -481,9 +493,15 @@ impl<L: Layer> Core<L> {
 
     /// After any rename in a git dir: operation state the box renamed into place is the box's
     /// own (git writes `CHERRY_PICK_HEAD` and friends through a lock).
-    pub(crate) fn guard_moved_names(&self, parent: u64, old: &Child<'_>, newparent: u64, new: &Child<'_>) {
+    /// A reflog the box renamed into place is recorded as carried by the renaming process.
+    pub(crate) fn guard_moved_names(&self, parent: u64, old: &Child<'_>, newparent: u64, new: &Child<'_>, pid: u32) {
         if !self.layer.guards() {
             return;
+        }
+        if let Some((gitdir, rel)) = self.in_git_dir(newparent, &new.lower) {
+            if let Some(name) = rel.strip_prefix("logs/").filter(|n| n.starts_with("refs/")) {
+                self.judge.tracker.carried_reflog(Proc::of(pid), &gitdir, name);
+            }
         }
         for (dir, child, present) in [(parent, old, false), (newparent, new, true)] {
             if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {

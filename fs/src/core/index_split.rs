@@ -10,15 +10,21 @@ use tracing::{info, warn};
 use super::Core;
 use crate::gitdata::{cpath, read_lower};
 use crate::index::names::{to_box, INDEX_BOX, SHARED_INDEX};
-use crate::index::seed::{ensure_index_box, publish, NewFile, Seeded};
+use crate::index::seed::{ensure_index_box, publish, NewFile, SeedOptions, Seeded};
 use crate::layer::Layer;
 use crate::policy::Class;
 
 impl<L: Layer> Core<L> {
-    /// Before removing a git dir the box emptied: remove the names it cannot see (the shared
-    /// index and seamfs's own files) when nothing else is left. True when something was removed.
+    /// Before removing (or renaming over) a git dir the box emptied: remove the names it cannot
+    /// see (the shared index and seamfs's own files) when nothing else is left. True when
+    /// something was removed. A git dir a `.git` file named (a separate git dir, a bare repo's
+    /// `worktrees/<n>`) is one by identity, wherever it sits.
     pub(crate) fn clear_hidden(&self, parent: u64, name: &OsStr, path: &CStr) -> bool {
-        if !self.layer.index_split() || self.child_class(parent, name, true).ok() != Some(Class::GitDir) {
+        if !self.layer.index_split() {
+            return false;
+        }
+        let by_place = self.child_class(parent, name, true).ok() == Some(Class::GitDir);
+        if !by_place && !self.lower.stat(path).is_ok_and(|st| self.is_extra_gitdir(&st)) {
             return false;
         }
         let Ok(listed) = self.lower.list(path) else { return false };
@@ -42,20 +48,33 @@ impl<L: Layer> Core<L> {
         self.seed_index(dir).is_ok()
     }
 
-    /// The git dir node's lower path and the owner/mode new index files there get.
-    fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile), Errno> {
+    /// The box created the git dir at `path` (lower-relative).
+    pub(crate) fn box_gitdir_made(&self, path: &CStr) {
+        if let Ok(st) = self.lower.stat(path) {
+            self.box_gitdirs.insert((st.st_dev, st.st_ino), ());
+        }
+    }
+
+    /// The git dir node's lower path, the owner/mode new index files there get, and whether
+    /// the box made it.
+    fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile, bool), Errno> {
         let c = self.inodes.path(gitdir)?;
         let st = self.lower.stat(&c).map_err(Errno::from)?;
         let rel = super::dotgit::rel_path(&c);
         // A group-writable git dir is a shared repository: keep its index group-writable too.
         let mode = if st.st_mode & 0o020 != 0 { 0o664 } else { 0o644 };
-        Ok((rel, NewFile { uid: st.st_uid, gid: st.st_gid, mode }))
+        let by_box = self.box_gitdirs.contains_key(&(st.st_dev, st.st_ino));
+        Ok((rel, NewFile { uid: st.st_uid, gid: st.st_gid, mode }, by_box))
     }
 
-    /// First touch: make sure `index-box` exists (or that the branch is truly unborn).
+    /// First touch: make sure `index-box` exists (or that the branch is truly unborn). In a
+    /// git dir the box made, a missing index is the truth, not a stale read of the host's: no
+    /// stand-in is built from HEAD, so a repository copied in (`cp -R`, `tar -x`) gets exactly
+    /// the index it copies, when it copies it.
     pub(crate) fn seed_index(&self, gitdir: u64) -> Result<(), Errno> {
-        let (rel, owner) = self.gitdir_of(gitdir)?;
-        match ensure_index_box(&self.lower, &rel, owner, self.layer.seed_options()) {
+        let (rel, owner, by_box) = self.gitdir_of(gitdir)?;
+        let opts = SeedOptions { stand_in: !by_box, ..self.layer.seed_options() };
+        match ensure_index_box(&self.lower, &rel, owner, opts) {
             Ok(Seeded::Present) => {
                 self.reverse_heal(&rel);
                 Ok(())
@@ -66,7 +85,7 @@ impl<L: Layer> Core<L> {
                 }
                 Ok(())
             }
-            Ok(Seeded::Unborn) => Ok(()),
+            Ok(Seeded::Unborn | Seeded::Absent) => Ok(()),
             Err(e) => {
                 warn!(error = %e, "index-box not seeded; the box's git gets EIO instead of an empty index");
                 Err(Errno::EIO)
@@ -80,7 +99,7 @@ impl<L: Layer> Core<L> {
         if name != "index" || !self.layer.index_split() || self.class_of(parent).ok() != Some(Class::GitDir) {
             return;
         }
-        let Ok((rel, owner)) = self.gitdir_of(parent) else { return };
+        let Ok((rel, owner, _)) = self.gitdir_of(parent) else { return };
         let shared = rel.join(SHARED_INDEX);
         let cshared = cpath(&shared);
         self.lower.refresh(&cshared);

@@ -103,6 +103,9 @@ pub struct Core<L: Layer> {
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
+    /// Git dirs the box created since the mount, by lower identity: their index is only ever
+    /// what the box wrote (`Core::seed_index`).
+    pub(crate) box_gitdirs: dashmap::DashMap<(u64, u64), ()>,
     /// Recent work-tree directory listings (see `listing`).
     pub(crate) listings: listing::Listings,
     /// One reverse heal at a time: a lookup of `index` during another's heal waits for it
@@ -134,6 +137,7 @@ impl<L: Layer> Core<L> {
             killpriv_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
+            box_gitdirs: Default::default(),
             listings: Default::default(),
             reverse_heals: Default::default(),
         })
@@ -299,20 +303,15 @@ impl<L: Layer> Core<L> {
         }
         let st = match self.lower.stat(path).and_then(|st| self.live_size(guess, path, st)) {
             Ok(st) => Some(st),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child)?,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child, pid)?,
             Err(e) => return Err(io_err(e)),
         };
         let class = match &st {
             Some(st) => {
-                let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
-                    Class::GitDir
-                } else {
-                    if !is_dir && name == ".git" && self.layer.index_split() {
-                        self.note_dotgit_file(&dotgit::rel_path(path), st);
-                    }
-                    self.layer.classify(parent_class, name, is_dir)
+                if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
+                    self.note_dotgit_file(&dotgit::rel_path(path), st);
                 }
+                self.class_found(parent_class, name, st)
             }
             None => guess,
         };
@@ -354,11 +353,7 @@ impl<L: Layer> Core<L> {
         let st = match opened.as_ref().and_then(|h| h.opened()) {
             Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
             _ => match self.stat_node(id) {
-                // fstat of a file unlinked while open comes without a handle: use any open one.
-                Err(e) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                    Some(h) => fstat(self.file_fd(&h)?.as_raw_fd()).map_err(io_err)?,
-                    None => return Err(e),
-                },
+                Err(e) if e == Errno::ESTALE => fstat(self.open_file_of(id)?.as_raw_fd()).map_err(io_err)?,
                 r => r?,
             },
         };
@@ -379,17 +374,9 @@ impl<L: Layer> Core<L> {
         mtime: Option<TimeOrNow>,
         by_uid: u32,
     ) -> Result<(FileAttr, Duration), Errno> {
-        let handle = fh.and_then(|fh| self.handles.file(fh).ok());
-        // An open file is changed through its own fd: its name may be gone (unlinked while open).
-        let node = match (&handle, self.node_fd(id)) {
-            (_, Ok(fd)) => fd,
-            (Some(h), Err(_)) => Arc::new(self.file_fd(h)?.try_clone().map_err(io_err)?),
-            (None, Err(e)) if e == Errno::ESTALE => match self.handles.file_of(id) {
-                Some(h) => Arc::new(self.file_fd(&h)?.try_clone().map_err(io_err)?),
-                None => return Err(e),
-            },
-            (None, Err(e)) => return Err(e),
-        };
+        // An open file is changed through its own fd, never its name (which may be gone).
+        let handle = fh.is_some_and(|fh| self.handles.file(fh).is_ok());
+        let node = self.handle_or_node_fd(id, fh)?;
         let proc_path = proc_fd_path(node.as_raw_fd());
         let is_link = self.inodes.with(id, |n| n.kind == libc::S_IFLNK)?;
         if let Some(mode) = mode {
@@ -407,11 +394,12 @@ impl<L: Layer> Core<L> {
             })?;
         }
         if let Some(size) = size {
-            let _ = match &handle {
+            let _ = if handle {
                 // SAFETY: valid fd.
-                Some(h) => cvt(unsafe { libc::ftruncate(self.file_fd(h)?.as_raw_fd(), size as libc::off_t) })?,
+                cvt(unsafe { libc::ftruncate(node.as_raw_fd(), size as libc::off_t) })?
+            } else {
                 // SAFETY: valid C string.
-                None => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?,
+                cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as libc::off_t) })?
             };
             self.kill_privs_after_trunc(by_uid, node.as_raw_fd())?;
         }
@@ -427,11 +415,7 @@ impl<L: Layer> Core<L> {
                 cvt(unsafe { libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), ts.as_ptr(), 0) })?;
             }
         }
-        let st = match &handle {
-            Some(h) => fstat(self.file_fd(h)?.as_raw_fd()),
-            None => fstat(node.as_raw_fd()),
-        }
-        .map_err(io_err)?;
+        let st = fstat(node.as_raw_fd()).map_err(io_err)?;
         let class = self.class_of(id)?;
         Ok((to_attr(id, &st), self.policy(class).attr_ttl))
     }

@@ -70,7 +70,11 @@ impl<L: Layer> Core<L> {
         let c = self.new_child(parent, name)?;
         self.lower.mkdir(&c.path, mode & !umask & 0o7777).map_err(|e| self.in_parent(parent, e))?;
         let e = self.created(parent, name, &c, who)?;
-        self.guard_created(parent, &c, self.child_class(parent, name, true)?, who.pid, None);
+        let class = self.child_class(parent, name, true)?;
+        if class == crate::policy::Class::GitDir {
+            self.box_gitdir_made(&c.path);
+        }
+        self.guard_created(parent, &c, class, who.pid, None);
         Ok(e)
     }
 
@@ -98,6 +102,7 @@ impl<L: Layer> Core<L> {
     /// UNLINK by process `who_pid`.
     pub fn unlink(&self, parent: u64, name: &OsStr, who_pid: u32) -> Result<(), Errno> {
         let c = self.child(parent, name)?;
+        self.open_deferred_at(parent, &c.lower);
         let before = self.ref_before_change(parent, &c.lower);
         self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
@@ -132,10 +137,19 @@ impl<L: Layer> Core<L> {
     pub fn rename(&self, parent: u64, name: &OsStr, newparent: u64, newname: &OsStr, flags: u32, pid: u32) -> Result<(), Errno> {
         let old = self.child(parent, name)?;
         let new = self.new_child(newparent, newname)?;
+        if flags & libc::RENAME_EXCHANGE == 0 {
+            self.open_deferred_at(newparent, &new.lower);
+        }
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
         self.listings.forget(parent);
         self.listings.forget(newparent);
-        if let Err(e) = self.lower.rename(&old.path, &new.path, flags) {
+        let mut renamed = self.lower.rename(&old.path, &new.path, flags);
+        if renamed.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ENOTEMPTY))
+            && self.clear_hidden(newparent, newname, &new.path)
+        {
+            renamed = self.lower.rename(&old.path, &new.path, flags);
+        }
+        if let Err(e) = renamed {
             if let Some(after) = after {
                 self.guard_rename_failed(after);
             }
@@ -144,7 +158,7 @@ impl<L: Layer> Core<L> {
         if let Some(after) = after {
             self.guard_renamed(after);
         }
-        self.guard_moved_names(parent, &old, newparent, &new);
+        self.guard_moved_names(parent, &old, newparent, &new, pid);
         // Again after the change: a listing read while it was under way may predate it.
         self.listings.forget(parent);
         self.listings.forget(newparent);
@@ -162,9 +176,8 @@ impl<L: Layer> Core<L> {
     fn follow_move(&self, parent: u64, name: &OsStr, child: &Child<'_>) {
         let Ok(st) = self.lower.stat(&child.path) else { return };
         let id = self.inodes.id_for(&st);
-        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        if let Ok(class) = self.child_class(parent, name, is_dir) {
-            self.inodes.moved(id, parent, &child.lower, class);
+        if let Ok(parent_class) = self.class_of(parent) {
+            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st));
         }
         // The kernel moved its entry here: the name now holds this node (the share's fault model).
         self.layer.answered(parent, name, Some(id), Duration::ZERO);

@@ -52,7 +52,7 @@ impl<L: Layer> Core<L> {
         if self.is_verdict_xattr(name) {
             return answer(self.verdict_xattr(id, pid)?, size);
         }
-        let fd = self.node_fd(id)?;
+        let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
         let mut buf = vec![0u8; size as usize];
@@ -65,7 +65,7 @@ impl<L: Layer> Core<L> {
 
     /// LISTXATTR.
     pub fn listxattr(&self, id: u64, size: u32) -> Result<XattrReply, Errno> {
-        let fd = self.node_fd(id)?;
+        let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let mut buf = vec![0u8; size as usize];
         // SAFETY: valid C string and a buffer of `size` bytes (null when size is 0).
@@ -81,7 +81,7 @@ impl<L: Layer> Core<L> {
             // Computed on every read: a stored value would be a stale answer.
             return Err(Errno::EPERM);
         }
-        let fd = self.node_fd(id)?;
+        let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
         // SAFETY: valid C strings and value buffer.
@@ -93,7 +93,7 @@ impl<L: Layer> Core<L> {
         if self.is_verdict_xattr(name) {
             return Err(Errno::EPERM);
         }
-        let fd = self.node_fd(id)?;
+        let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
         // SAFETY: valid C strings.

@@ -83,6 +83,12 @@ impl<'a> GitDirRef<'a> {
         self
     }
 
+    /// True for a repository with the reftable ref backend (`reftable/` in the common dir):
+    /// its refs are not files seamfs reads, and HEAD is a placeholder (`refs/heads/.invalid`).
+    pub fn is_reftable(&self) -> bool {
+        self.lower.stat(&cpath(&self.common.join("reftable"))).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    }
+
     /// Reads a file below the git dir (`common`: below the common dir); None when absent.
     pub fn read_file(&self, name: &Path, common: bool) -> std::io::Result<Option<Vec<u8>>> {
         let base = if common { &self.common } else { &self.dir };

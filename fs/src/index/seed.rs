@@ -33,11 +33,14 @@ pub struct SeedOptions {
     /// How long to keep retrying a missing or torn shared index while HEAD has a commit.
     /// Default 2 s.
     pub shared_wait: Duration,
+    /// Whether a missing shared index may be a stale read that a stand-in (the retried shared
+    /// index, then HEAD's tree) covers; false in a git dir the box made, where it is the truth.
+    pub stand_in: bool,
 }
 
 impl Default for SeedOptions {
     fn default() -> Self {
-        SeedOptions { shared_wait: Duration::from_secs(2) }
+        SeedOptions { shared_wait: Duration::from_secs(2), stand_in: true }
     }
 }
 
@@ -52,6 +55,8 @@ pub enum Seeded {
     FromHead,
     /// HEAD's branch is unborn and there is no shared index: nothing to seed.
     Unborn,
+    /// No index in a git dir the box made (`SeedOptions::stand_in` off): nothing to seed.
+    Absent,
 }
 
 /// Why seeding failed; nothing was written.
@@ -126,6 +131,8 @@ pub fn ensure_index_box(lower: &Lower, gitdir: &Path, owner: NewFile, opts: Seed
         return Ok(Seeded::Present);
     }
     let g = GitDirRef::open(lower, gitdir.to_path_buf());
+    // HEAD's commit of a reftable repository is not read as data: no stand-in from it.
+    let reftable = opts.stand_in && g.is_reftable();
     let deadline = Instant::now() + opts.shared_wait;
     let mut last_bad: Option<BadIndex> = None;
     loop {
@@ -136,6 +143,12 @@ pub fn ensure_index_box(lower: &Lower, gitdir: &Path, owner: NewFile, opts: Seed
             },
             Ok(None) => {
                 // No shared index: an unborn branch seeds nothing and does not wait.
+                if reftable {
+                    warn!(gitdir = %gitdir.display(), "a reftable repository without an index: HEAD's tree is not read (refs are in reftable), so no index is seeded");
+                }
+                if !opts.stand_in || reftable {
+                    return Ok(Seeded::Absent);
+                }
                 if let HeadOid::Unborn(_) = head(&g, gitdir)? {
                     return Ok(Seeded::Unborn);
                 }

@@ -16,6 +16,8 @@ use super::procs::Proc;
 struct DirSeen {
     refs: HashMap<String, Option<String>>,
     files: HashMap<String, Option<u64>>,
+    /// Refs whose reflog the process itself renamed into place (`branch -m/-c` carry it over).
+    reflogs: HashSet<String>,
 }
 
 /// Where a process started: the git dir whose HEAD it first read.
@@ -149,6 +151,19 @@ impl Tracker {
         self.peek(p, dir, |d| d.files.get(name).cloned()).flatten()
     }
 
+    /// The process renamed a reflog into place for ref `name` (git moves a branch's reflog to
+    /// the new name before it creates the new ref).
+    pub fn carried_reflog(&self, p: Proc, dir: &Path, name: &str) {
+        self.with(p, dir, |d| {
+            d.reflogs.insert(name.to_string());
+        });
+    }
+
+    /// True when the process itself put the reflog of `name` where it is.
+    pub fn carries_reflog(&self, p: Proc, dir: &Path, name: &str) -> bool {
+        self.peek(p, dir, |d| d.reflogs.contains(name)).unwrap_or(false)
+    }
+
     /// Records operation state a box process created.
     pub fn own_op(&self, gitdir: &Path, name: &str, present: bool) {
         let mut e = self.own_ops.entry(gitdir.to_path_buf()).or_default();
@@ -237,5 +252,8 @@ mod tests {
         t.start(p, s.clone());
         t.start(p, Start { branch: None, ..s.clone() });
         assert_eq!(t.start_of(p), Some(s), "the first start stays");
+        t.carried_reflog(p, d, "refs/heads/new");
+        assert!(t.carries_reflog(p, d, "refs/heads/new"));
+        assert!(!t.carries_reflog(q, d, "refs/heads/new"), "only for the process that moved it");
     }
 }

@@ -7,6 +7,7 @@
 mod bad_input;
 mod crash;
 mod freshness;
+mod git_parity;
 mod git_workflows;
 mod ownership;
 mod posix;

@@ -196,3 +196,39 @@ pub fn unlink_while_open(d: &Path, t: &mut Trace) {
     }
     t.rec("readdir", sys::readdir(d)).ok();
 }
+
+/// Every call on an open fd reaches its file by the handle once the name is gone (unlinked, or
+/// replaced by a rename): opened read-only after a whole read (seamfs defers that open until a
+/// read comes) and read-write.
+pub fn gone_while_open_by_fd(d: &Path, t: &mut Trace) {
+    for (label, flags) in [("rdonly", libc::O_RDONLY), ("rdwr", libc::O_RDWR)] {
+        for how in ["unlink", "rename over"] {
+            let f = d.join(label);
+            t.write_file("create f", &f, b"data");
+            t.read_file("read f whole", &f);
+            t.read_file("read f whole again", &f);
+            let Ok(fd) = t.rec(&format!("open f {label}"), sys::open(&f, flags, 0)) else { continue };
+            if how == "unlink" {
+                t.rec("unlink f", sys::unlink(&f)).ok();
+            } else {
+                let g = d.join("g");
+                t.write_file("create g", &g, b"other");
+                t.rec("rename g over f", sys::rename2(&g, &f, 0)).ok();
+            }
+            t.fstat("fstat (nlink 0)", &fd);
+            t.rec("fchmod 0600", sys::fchmod(&fd, 0o600)).ok();
+            t.rec("fchown 1:1", sys::fchown(&fd, 1, 1)).ok();
+            t.rec("futimens", sys::futimens(&fd, (1, 0), (2, 0))).ok();
+            t.rec("fsetxattr", sys::fsetxattr(&fd, "user.k", b"v", 0)).ok();
+            t.rec("fgetxattr", sys::fgetxattr(&fd, "user.k")).ok();
+            t.rec("flistxattr", sys::flistxattr(&fd)).ok();
+            t.rec("fremovexattr", sys::fremovexattr(&fd, "user.k")).ok();
+            t.rec("pread", sys::pread(&fd, 16, 0)).ok();
+            t.rec("ftruncate 2", sys::ftruncate(&fd, 2)).ok();
+            t.rec("fallocate 8", sys::fallocate(&fd, 0, 0, 8)).ok();
+            t.rec("fsync", sys::fsync(&fd)).ok();
+            t.fstat("fstat", &fd);
+            let _ = std::fs::remove_file(&f);
+        }
+    }
+}

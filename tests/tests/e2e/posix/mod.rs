@@ -9,10 +9,12 @@
 //! and with `--no-passthrough`, one test each.
 
 mod data;
+mod deep;
 mod meta;
 mod names;
 mod trace;
 
+use seam_tests::mount::mode_name;
 use seam_tests::{listing, sys, Mount, TempDir};
 use trace::Trace;
 
@@ -49,14 +51,6 @@ fn compare(name: &str, case: fn(&std::path::Path, &mut Trace), extra: &[&str]) {
     let (a, b) = (listing::walk(&native), listing::walk(&backing.join("viafs")));
     assert_eq!(a, b, "case {name}: the tree made through seamfs differs on the backing dir");
     m.unmount();
-}
-
-fn mode_name(extra: &[&str]) -> &'static str {
-    if extra.contains(&"--no-passthrough") {
-        "--no-passthrough"
-    } else {
-        "passthrough"
-    }
 }
 
 /// One test per case and mode: `posix::passthrough::<case>`, `posix::no_passthrough::<case>`.
@@ -98,4 +92,6 @@ cases!(
     data::copy_file_range,
     data::open_twice,
     data::unlink_while_open,
+    data::gone_while_open_by_fd,
+    deep::deep_paths,
 );
