@@ -60,7 +60,8 @@ pub fn copy_repo_in() -> Vec<&'static str> {
 }
 
 /// Everyday porcelain beyond commits: stash in its forms, worktrees moved and repaired, gc and
-/// repack, notes, replace, bisect, sparse-checkout, an interactive rebase with exec.
+/// repack, maintenance, notes, replace, bisect, sparse-checkout, an interactive rebase with exec,
+/// submodules added, absorbed, deinitialised and updated again.
 pub fn porcelain() -> Vec<&'static str> {
     [
         &[REPO][..],
@@ -77,6 +78,8 @@ pub fn porcelain() -> Vec<&'static str> {
             "git clone -q --separate-git-dir sep.git r cs && cd cs && git status --short && git log --oneline",
             "git clone -q --reference r r cr && cd cr && git log --oneline && cat .git/objects/info/alternates | sed 's|.*/||'",
             "cd r && git -c protocol.file.allow=always submodule add -q ../cr sub && git commit -qm sub && git submodule absorbgitdirs && cat sub/.git && git submodule status",
+            "cd r && git submodule deinit -q -f sub && git submodule status && git -c protocol.file.allow=always submodule update -q --init && git submodule status && cat sub/.git",
+            "cd r && git maintenance run --task=gc --task=commit-graph --task=loose-objects --task=pack-refs --quiet && git count-objects -v | grep -c pack && git fsck --strict --no-progress",
             "git init -q m && cd m && git init -q inner && cd inner && echo i > i && git add i && git commit -qm i && cd .. && git add inner && git commit -qm inner 2>&1 | tail -1; git mv inner moved && git status --short && ls moved/.git | head -3",
         ][..],
         STATE,
