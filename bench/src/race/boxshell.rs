@@ -72,7 +72,8 @@ impl BoxShell {
     }
 }
 
-fn guest_git(g: &Guest, dir: &Path, args: &[&str], kill_at: Option<Duration>) -> Result<Reaped, LabError> {
+/// `git ARGS` in the guest's `dir`, as the lab runs git (its identity, no user config).
+pub fn guest_git(g: &Guest, dir: &Path, args: &[&str], kill_at: Option<Duration>) -> Result<Reaped, LabError> {
     let dir_s = dir.to_string_lossy();
     let mut argv: Vec<&[u8]> = vec![b"git", b"-C", dir_s.as_bytes()];
     argv.extend(LAB_GIT_CONFIG.iter().map(|a| a.as_bytes()));
@@ -80,6 +81,16 @@ fn guest_git(g: &Guest, dir: &Path, args: &[&str], kill_at: Option<Duration>) ->
     let env: Vec<(&str, &str)> = GUEST_ENV.iter().chain(LAB_GIT_ENV.iter()).copied().collect();
     let r = g.run(dir, &argv, &env, kill_at)?;
     Ok(Reaped { killed: r.killed, ran: ran_of(r) })
+}
+
+/// `git ARGS` in the guest's `dir`: its spawn-to-exit time by the guest's clock in ms, or an
+/// error when it failed (the benchmarks' timed step).
+pub fn guest_git_ms(g: &Guest, dir: &Path, args: &[&str]) -> Result<f64, LabError> {
+    let r = guest_git(g, dir, args, None)?.ran;
+    if !r.ok {
+        return Err(LabError::new(format!("git {} in the guest", args.join(" ")), dir, r.why()));
+    }
+    Ok(r.elapsed.as_secs_f64() * 1000.0)
 }
 
 /// A guest command's result in the form the scenarios judge.

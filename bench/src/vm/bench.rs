@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::guest::{BootSpec, Guest, GUEST_ENV};
+use super::guest::{BootSpec, Guest};
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::bench::gen;
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
-use crate::lab::git::{git, LAB_GIT_CONFIG, LAB_GIT_ENV};
+use crate::lab::git::git;
 use crate::lab::LabError;
-use crate::race::boxshell::ran_of;
+use crate::race::boxshell::guest_git_ms;
 
 /// The workloads, in report order.
 pub const WORKLOADS: [&str; 6] = ["git-status-warm", "git-status-expired", "git-add", "git-commit", "git-log", "git-checkout"];
@@ -137,7 +137,7 @@ fn changed_files(repo: &Path) -> Result<Vec<String>, LabError> {
 
 /// One run of every workload on one layer; ms in [`WORKLOADS`] order.
 fn one_run(g: &Guest, dir: &Path, base: &str) -> Result<Vec<f64>, LabError> {
-    let t = |args: &[&str]| timed(g, dir, args);
+    let t = |args: &[&str]| guest_git_ms(g, dir, args);
     t(&["status"])?;
     let warm = t(&["status"])?;
     std::thread::sleep(EXPIRE);
@@ -152,20 +152,6 @@ fn one_run(g: &Guest, dir: &Path, base: &str) -> Result<Vec<f64>, LabError> {
     let log = t(&["log", "-n", "1000"])?;
     let checkout = t(&["checkout", "-q", "other"])? + t(&["checkout", "-q", "main"])?;
     Ok(vec![warm, expired, add, commit, log, checkout])
-}
-
-/// A git command in the guest; its spawn-to-exit time in ms, or an error when it failed.
-fn timed(g: &Guest, dir: &Path, args: &[&str]) -> Result<f64, LabError> {
-    let d = dir.to_string_lossy();
-    let mut argv: Vec<&[u8]> = vec![b"git", b"-C", d.as_bytes()];
-    argv.extend(LAB_GIT_CONFIG.iter().map(|a| a.as_bytes()));
-    argv.extend(args.iter().map(|a| a.as_bytes()));
-    let env: Vec<(&str, &str)> = GUEST_ENV.iter().chain(LAB_GIT_ENV.iter()).copied().collect();
-    let r = ran_of(g.run(dir, &argv, &env, None)?);
-    if !r.ok {
-        return Err(LabError::new(format!("git {} in the guest", args.join(" ")), dir, r.why()));
-    }
-    Ok(r.elapsed.as_secs_f64() * 1000.0)
 }
 
 fn median(v: &[f64]) -> f64 {

@@ -11,9 +11,9 @@ use std::path::Path;
 use super::guest::{BootSpec, Guest, GUEST_ENV};
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
-use crate::lab::git::{init_repo, LAB_GIT_CONFIG, LAB_GIT_ENV};
+use crate::lab::git::init_repo;
 use crate::lab::LabError;
-use crate::race::boxshell::ran_of;
+use crate::race::boxshell::guest_git_ms;
 
 /// seamfs's log in the guest.
 const LOG: &str = "/tmp/seamfs-counts.log";
@@ -67,10 +67,10 @@ pub fn run(cache: &Cache, mode: ShareMode, cpus: u32, repeat: usize) -> Result<S
             g.write(&Path::new(dir).join("box.txt"), format!("box change {round}\n").as_bytes(), false)?;
         }
         for (i, args) in COMMANDS.iter().enumerate() {
-            let raw_ms = git_ms(&g, Path::new("/share/raw"), args)?;
+            let raw_ms = guest_git_ms(&g, Path::new("/share/raw"), args)?;
             let before = log_lines(&g)?;
             let cpu_before = seamfs_cpu_ns(&g)?;
-            let seamfs_ms = git_ms(&g, Path::new("/share/seam"), args)?;
+            let seamfs_ms = guest_git_ms(&g, Path::new("/share/seam"), args)?;
             let seamfs_cpu_ms = (seamfs_cpu_ns(&g)? - cpu_before) as f64 / 1e6;
             let requests = spans_since(&g, before)?;
             if round == 0 {
@@ -96,19 +96,6 @@ pub fn run(cache: &Cache, mode: ShareMode, cpus: u32, repeat: usize) -> Result<S
     }
     g.shutdown()?;
     Ok(markdown(mode, repeat, &rows))
-}
-
-fn git_ms(g: &Guest, dir: &Path, args: &[&str]) -> Result<f64, LabError> {
-    let d = dir.to_string_lossy();
-    let mut argv: Vec<&[u8]> = vec![b"git", b"-C", d.as_bytes()];
-    argv.extend(LAB_GIT_CONFIG.iter().map(|a| a.as_bytes()));
-    argv.extend(args.iter().map(|a| a.as_bytes()));
-    let env: Vec<(&str, &str)> = GUEST_ENV.iter().chain(LAB_GIT_ENV.iter()).copied().collect();
-    let r = ran_of(g.run(dir, &argv, &env, None)?);
-    if !r.ok {
-        return Err(LabError::new(format!("git {} in the guest", args.join(" ")), dir, r.why()));
-    }
-    Ok(r.elapsed.as_secs_f64() * 1000.0)
 }
 
 /// Nanoseconds on CPU of all of seamfs's threads so far (`/proc/PID/task/*/schedstat`).
