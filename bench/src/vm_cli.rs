@@ -38,6 +38,13 @@ struct VmCountsArgs {
     /// The guest's virtual CPUs.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
     cpus: u32,
+    /// Another static seamfs binary, mounted beside the one under test and timed in the same
+    /// boot (an A/B under the same noise).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Time only: seamfs runs without its debug log (which inflates its CPU); no request counts.
+    #[arg(long)]
+    timing_only: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,16 +119,23 @@ pub fn main(a: VmArgs) -> i32 {
         },
         VmCmd::Race(r) => race(r, cache),
         VmCmd::Bench(b) => bench(b, cache),
-        VmCmd::Counts(c) => match seam_lab::vm::counts::run(&cache, c.share, c.cpus, c.repeat as usize) {
-            Ok(md) => {
-                print!("{md}");
-                0
-            }
-            Err(e) => {
-                eprintln!("seam-lab vm counts: {e}");
-                1
-            }
-        },
+        VmCmd::Counts(c) => {
+            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only };
+            counts(c.share, &opts, &cache)
+        }
+    }
+}
+
+fn counts(share: ShareMode, opts: &seam_lab::vm::counts::CountsOptions, cache: &Cache) -> i32 {
+    match seam_lab::vm::counts::run(cache, share, opts) {
+        Ok(md) => {
+            print!("{md}");
+            0
+        }
+        Err(e) => {
+            eprintln!("seam-lab vm counts: {e}");
+            1
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! ```toml
 //! index_split = false        # the box uses the shared index (default true)
 //! ttl = 1.0                  # work-tree cache TTL in seconds (default 1)
+//! feed = unix:/run/seamd.feed # host change feed (unix:PATH, vsock:CID:PORT or a device path)
 //! shared_index_wait_ms = 2000  # how long a first touch retries a missing shared index
 //! ```
 
@@ -21,6 +22,8 @@ pub struct FileConfig {
     pub ttl: Option<f64>,
     /// `shared_index_wait_ms`.
     pub shared_index_wait_ms: Option<u64>,
+    /// `feed`: the host change feed's address (`crate::feed::FeedAddr`).
+    pub feed: Option<crate::feed::FeedAddr>,
 }
 
 /// A config file problem, with the file and line.
@@ -75,7 +78,8 @@ pub fn parse(text: &str) -> Result<FileConfig, (usize, String)> {
             "shared_index_wait_ms" => {
                 c.shared_index_wait_ms = Some(v.parse().map_err(|_| (n, format!("shared_index_wait_ms must be a whole number, not `{v}`")))?)
             }
-            _ => return Err((n, format!("unknown key `{k}` (known: index_split, ttl, shared_index_wait_ms)"))),
+            "feed" => c.feed = Some(v.trim_matches('"').parse().map_err(|e| (n, format!("feed: {e}")))?),
+            _ => return Err((n, format!("unknown key `{k}` (known: index_split, ttl, shared_index_wait_ms, feed)"))),
         }
     }
     Ok(c)
@@ -95,7 +99,10 @@ mod tests {
     #[test]
     fn parses_known_keys_and_refuses_the_rest() {
         let c = parse("# box\nindex_split = false\nttl = 0.5 # short\n\nshared_index_wait_ms = 100\n").unwrap();
-        assert_eq!(c, FileConfig { index_split: Some(false), ttl: Some(0.5), shared_index_wait_ms: Some(100) });
+        assert_eq!(c, FileConfig { index_split: Some(false), ttl: Some(0.5), shared_index_wait_ms: Some(100), feed: None });
+        let c = parse("feed = unix:/run/seamd.feed\n").unwrap();
+        assert_eq!(c.feed, Some(crate::feed::FeedAddr::Unix("/run/seamd.feed".into())));
+        assert!(parse("feed = tcp:1:2").is_err());
         assert_eq!(parse("index_split = maybe").unwrap_err().0, 1);
         assert_eq!(parse("\nfoo = 1").unwrap_err().0, 2);
         assert!(parse("ttl = 99999").is_err());

@@ -138,6 +138,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
     }
 
@@ -147,6 +148,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let _s = debug_span!("getattr", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::getattr(self, ino.0, fh.map(|f| f.0)) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
@@ -172,7 +174,14 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyAttr,
     ) {
         let _s = debug_span!("setattr", ino = ino.0, ?mode, ?uid, ?gid, ?size).entered();
-        match Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid()) {
+        let _r = crate::refresh_scope::RefreshScope::begin();
+        // The change feed raising the box's watchers: answered as a getattr, the lower untouched.
+        let r = if crate::feed::is_poke(req.pid()) && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() {
+            Core::getattr(self, ino.0, fh.map(|f| f.0))
+        } else {
+            Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid())
+        };
+        match r {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
@@ -180,6 +189,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         let _s = debug_span!("readlink", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::readlink(self, ino.0) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
@@ -188,26 +198,39 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         let _s = debug_span!("mknod", parent = parent.0, ?name, mode).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_entry(reply, Core::mknod(self, parent.0, name, mode, umask, rdev, caller(req)));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let _s = debug_span!("mkdir", parent = parent.0, ?name, mode).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("unlink", parent = parent.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
+        // The change feed telling the box's watchers of a name the host removed (IN_DELETE):
+        // the kernel drops its entry; the lower, which lacks the name already, is untouched.
+        if crate::feed::is_poke(req.pid()) {
+            return reply.ok();
+        }
         reply_empty(reply, Core::unlink(self, parent.0, name, req.pid()));
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("rmdir", parent = parent.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
+        if crate::feed::is_poke(req.pid()) {
+            return reply.ok();
+        }
         reply_empty(reply, Core::rmdir(self, parent.0, name));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let _s = debug_span!("symlink", parent = parent.0, name = ?link_name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_entry(reply, Core::symlink(self, parent.0, link_name, target, caller(req)));
     }
 
@@ -222,16 +245,19 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyEmpty,
     ) {
         let _s = debug_span!("rename", parent = parent.0, ?name, newparent = newparent.0, ?newname).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::rename(self, parent.0, name, newparent.0, newname, flags.bits(), req.pid()));
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let _s = debug_span!("link", ino = ino.0, newparent = newparent.0, ?newname).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::open(self, ino.0, flags.0, req.pid()) {
             Ok(o) => match self.kill_privs_after_open(req.uid(), &o) {
                 Ok(()) => self.reply_opened(reply, o),
@@ -253,6 +279,7 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyData,
     ) {
         let _s = debug_span!("read", ino = ino.0, offset, size).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::read(self, fh.0, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
@@ -272,6 +299,7 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyWrite,
     ) {
         let _s = debug_span!("write", ino = ino.0, offset, len = data.len()).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
             if let Err(e) = Core::kill_privs_of_handle(self, fh.0) {
                 return reply.error(e);
@@ -285,6 +313,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
         let _s = debug_span!("flush", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::flush(self, fh.0));
     }
 
@@ -299,17 +328,20 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyEmpty,
     ) {
         let _s = debug_span!("release", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         Core::release(self, fh.0);
         reply.ok();
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let _s = debug_span!("fsync", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::fsync(self, fh.0, datasync));
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let _s = debug_span!("opendir", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::opendir(self, ino.0) {
             Ok((fh, flags)) => reply.opened(FileHandle(fh), flags),
             Err(e) => reply.error(e),
@@ -318,6 +350,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let _s = debug_span!("readdir", ino = ino.0, offset).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
                 for (next, e) in page.entries() {
@@ -333,6 +366,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let _s = debug_span!("readdirplus", ino = ino.0, offset).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::readdir(self, ino.0, fh.0, offset, usize::MAX) {
             Ok(page) => {
                 for (next, e) in page.entries() {
@@ -353,17 +387,20 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn releasedir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         let _s = debug_span!("releasedir", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         Core::releasedir(self, fh.0);
         reply.ok();
     }
 
     fn fsyncdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
         let _s = debug_span!("fsyncdir", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::fsyncdir(self, ino.0, fh.0, datasync));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let _s = debug_span!("statfs").entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::statfs(self) {
             Ok(s) => reply.statfs(
                 s.f_blocks,
@@ -390,31 +427,37 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyEmpty,
     ) {
         let _s = debug_span!("setxattr", ino = ino.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::setxattr(self, ino.0, name, value, flags));
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let _s = debug_span!("getxattr", ino = ino.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_xattr(reply, Core::getxattr(self, ino.0, name, size, req.pid()));
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let _s = debug_span!("listxattr", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_xattr(reply, Core::listxattr(self, ino.0, size));
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("removexattr", ino = ino.0, ?name).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::removexattr(self, ino.0, name));
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         let _s = debug_span!("access", ino = ino.0).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::access(self, ino.0));
     }
 
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let _s = debug_span!("create", parent = parent.0, ?name, mode, flags).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::create(self, parent.0, name, mode, umask, flags, caller(req)) {
             Ok((e, o)) => match self.kill_privs_after_open(req.uid(), &o) {
                 Ok(()) => self.reply_created(reply, e, o),
@@ -426,11 +469,13 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn fallocate(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         let _s = debug_span!("fallocate", ino = ino.0, offset, length, mode).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         reply_empty(reply, Core::fallocate(self, fh.0, offset, length, mode));
     }
 
     fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
         let _s = debug_span!("lseek", ino = ino.0, offset, whence).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::lseek(self, fh.0, offset, whence) {
             Ok(o) => reply.offset(o),
             Err(e) => reply.error(e),
@@ -451,6 +496,7 @@ impl<L: Layer> Filesystem for Core<L> {
         reply: ReplyWrite,
     ) {
         let _s = debug_span!("copy_file_range", ino = ino_in.0, len).entered();
+        let _r = crate::refresh_scope::RefreshScope::begin();
         match Core::copy_file_range(self, fh_in.0, offset_in, fh_out.0, offset_out, len) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),

@@ -122,6 +122,11 @@ impl InodeTable {
             .or_insert_with(|| self.next_synthetic.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// Every known node of class `class`: (id, parent, name). For invalidating all of them.
+    pub fn nodes_of(&self, class: Class) -> Vec<(u64, u64, Arc<OsStr>)> {
+        self.nodes.iter().filter(|n| n.class == class && *n.key() != ROOT).map(|n| (*n.key(), n.parent, n.name.clone())).collect()
+    }
+
     /// The node id of a lower file the table knows, without making one up for a stranger.
     pub fn known_id(&self, dev: u64, ino: u64) -> Option<u64> {
         let id = if dev == self.root_dev && ino == self.root_ino {

@@ -99,17 +99,27 @@ pub struct GitLayer {
     pub index_split: bool,
     /// Seeding of `index-box`.
     pub seed: SeedOptions,
+    /// The host change feed's state, when one is configured (`crate::feed`).
+    pub feed: Option<&'static crate::feed::FeedLive>,
 }
 
 impl Default for GitLayer {
     fn default() -> Self {
-        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default() }
+        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default(), feed: None }
     }
 }
 
 impl Layer for GitLayer {
     fn cache(&self, class: Class) -> CachePolicy {
-        cache_policy(class, &self.ttls)
+        let p = cache_policy(class, &self.ttls);
+        // While the feed is live it, not the clock, keeps work-tree names fresh. Negative
+        // entries stay on the share's TTL: a fallback cannot enumerate them to invalidate.
+        match self.feed {
+            Some(f) if class == Class::WorkTree && f.is_live() => {
+                CachePolicy { entry_ttl: crate::feed::FEED_TTL, attr_ttl: crate::feed::FEED_TTL, ..p }
+            }
+            _ => p,
+        }
     }
 
     fn index_split(&self) -> bool {

@@ -25,6 +25,7 @@ pub mod attr;
 pub mod config;
 pub mod core;
 pub mod daemon;
+pub mod feed;
 pub mod filesystem;
 pub mod gitdata;
 pub mod handles;
@@ -39,6 +40,8 @@ pub mod lower_cache;
 pub mod lower_path;
 pub mod mount;
 pub mod policy;
+pub mod recent_refresh;
+pub mod refresh_scope;
 
 /// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
 pub fn init_logging(default: &str) {

@@ -229,7 +229,16 @@ impl Lower {
     /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM (a
     /// directory cannot be linked) when it does not. A stat first makes sure the lower holds an
     /// entry that the forced revalidation then replaces.
+    /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`).
     pub fn refresh(&self, rel: &CStr) {
+        if crate::refresh_scope::first_in_request(rel) {
+            self.refresh_again(rel);
+        }
+    }
+
+    /// `refresh`, made even when this request refreshed `rel` already: for loops that wait for
+    /// the share to change.
+    pub fn refresh_again(&self, rel: &CStr) {
         let Ok(a) = at(self.root_fd(), rel) else { return };
         let (dir, rel) = (a.fd(), a.name());
         let mut st = empty_stat();

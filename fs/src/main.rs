@@ -68,6 +68,11 @@ struct MountArgs {
     /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// The host change feed (seamd run --feed): unix:PATH, vsock:CID:PORT, or a character
+    /// device such as /dev/virtio-ports/seam.feed. While it is live the work tree stays cached
+    /// until the host changes it, and box watchers see host edits.
+    #[arg(long, value_name = "ADDR")]
+    feed: Option<seamfs::feed::FeedAddr>,
 }
 
 fn main() {
@@ -131,9 +136,13 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     if let Some(why) = lower.stale_pages() {
         tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
     }
+    let feed_addr = a.feed.or(file.feed);
+    // One mount per process: the feed's state lives as long as the process.
+    let feed_live: Option<&'static seamfs::feed::FeedLive> = feed_addr.as_ref().map(|_| &*Box::leak(Box::default()));
     let mut layer = GitLayer {
         ttls: Ttls { work_tree: Duration::from_secs_f64(ttl), ..Ttls::default() },
         index_split: !a.no_index_split && file.index_split.unwrap_or(true),
+        feed: feed_live,
         ..GitLayer::default()
     };
     if let Some(ms) = file.shared_index_wait_ms {
@@ -147,12 +156,21 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     };
     let core = Core::new(lower, layer, Class::WorkTree, opts)
         .map_err(|e| MountError::usage("stat lower root", &lower_path, e.to_string()))?;
-    let mopts = MountOptions { mountpoint: mnt, fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads: a.threads };
-    let result = mount::serve(core, &mopts, move |r| {
+    let shared = core.shared().map_err(|e| MountError::usage("open lower", &lower_path, e.to_string()))?;
+    let mopts = MountOptions { mountpoint: mnt.clone(), fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads: a.threads };
+    let ready = move |r: Result<(), &MountError>| {
         if let Some(n) = notify {
             match r {
                 Ok(()) => n.ok(),
                 Err(e) => n.fail(e.code, &e.to_string()),
+            }
+        }
+    };
+    let result = mount::serve_with(core, &mopts, ready, move |notifier| {
+        if let (Some(addr), Some(live)) = (feed_addr, feed_live) {
+            let c = seamfs::feed::consume::Consumer { addr, shared, notifier, mountpoint: mnt, live };
+            if let Err(e) = c.spawn() {
+                tracing::error!(error = %e, "could not start the change-feed thread; the work tree stays on the share's TTLs");
             }
         }
     });

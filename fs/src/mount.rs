@@ -123,6 +123,17 @@ pub fn serve<L: Layer>(
     opts: &MountOptions,
     ready: impl FnOnce(Result<(), &MountError>) + Send + 'static,
 ) -> Result<(), MountError> {
+    serve_with(core, opts, ready, |_| {})
+}
+
+/// `serve`, handing the session's notifier to `mounted` once the mount exists (the change feed
+/// invalidates the kernel's cache through it).
+pub fn serve_with<L: Layer>(
+    core: Core<L>,
+    opts: &MountOptions,
+    ready: impl FnOnce(Result<(), &MountError>) + Send + 'static,
+    mounted: impl FnOnce(fuser::Notifier),
+) -> Result<(), MountError> {
     block_signals();
     let mut session = match Session::new(core, &opts.mountpoint, &config(opts)) {
         Ok(s) => s,
@@ -132,6 +143,7 @@ pub fn serve<L: Layer>(
             return Err(err);
         }
     };
+    mounted(session.notifier());
     let mut unmounter = session.unmount_callable();
     let mnt = opts.mountpoint.clone();
     std::thread::Builder::new()

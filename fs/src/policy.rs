@@ -60,6 +60,12 @@ pub struct CachePolicy {
 /// may read as the directory for this long, never a ref's value.
 pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
 
+/// How long the kernel may keep a live name's attributes. Its entry TTL stays zero, so every
+/// path walk (`stat`, `open`) still asks seamfs and replaces them; this only spares the GETATTR
+/// the kernel sends right after that LOOKUP (ADR 0020) and fstats of an open file,
+/// which git's live files never change in place but for appends to reflogs.
+pub const LIVE_ATTR_TTL: Duration = Duration::from_millis(50);
+
 /// Files from this size on get FUSE passthrough; smaller ones are read through seamfs and the
 /// kernel's page cache. Over a share, the kernel opens its own backing file for every
 /// passthrough open, which costs the share an open, a flush and a release: more than the one
@@ -98,7 +104,7 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
     let zero = Duration::ZERO;
     let live = CachePolicy {
         entry_ttl: zero,
-        attr_ttl: zero,
+        attr_ttl: LIVE_ATTR_TTL,
         negative_ttl: zero,
         refresh: true,
         direct_io: true,
@@ -285,13 +291,14 @@ mod tests {
     }
 
     #[test]
-    fn live_classes_are_never_cached() {
+    fn live_names_are_looked_up_every_time() {
         let t = Ttls::default();
         for class in [Class::LiveRef, Class::LiveRefDir, Class::RefDir, Class::Index, Class::Lock] {
             let p = cache_policy(class, &t);
             let entry = if class == Class::RefDir { REF_DIR_TTL } else { Duration::ZERO };
             assert_eq!(p.entry_ttl, entry, "{class:?}");
-            assert_eq!(p.attr_ttl, Duration::ZERO);
+            // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks.
+            assert_eq!(p.attr_ttl, LIVE_ATTR_TTL);
             assert_eq!(p.negative_ttl, Duration::ZERO);
             assert!(p.refresh);
         }

@@ -26,6 +26,7 @@
 
 pub mod doctor;
 pub mod error;
+pub mod feed;
 pub mod fsx;
 pub mod gitdirs;
 pub mod install;

@@ -36,6 +36,10 @@ enum Cmd {
         /// Milliseconds between passes.
         #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u64).range(10..=600_000))]
         interval_ms: u64,
+        /// Also serve the change feed at ADDR: unix:PATH or vsock:CID:PORT (listened on), or a
+        /// character device path (written to). The boxes' seamfs mounts take `--feed`.
+        #[arg(long, value_name = "ADDR")]
+        feed: Option<seamfs::feed::FeedAddr>,
     },
     /// Report the checkout's cross-kernel state: proposals, autostashes, old locks, index-box.
     Doctor {
@@ -75,12 +79,19 @@ fn open(path: &std::path::Path) -> Result<Checkout, ExitCode> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { checkout, once, interval_ms } => {
+        Cmd::Run { checkout, once, interval_ms, feed } => {
             let c = match open(&checkout) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             stop_on_signals();
+            if let Some(addr) = feed {
+                seamd::feed::ignore_sigpipe();
+                if let Err(e) = seamd::feed::serve(&checkout, &addr, &STOP, |line| eprintln!("seamd: {line}")) {
+                    eprintln!("seamd: change feed {addr} for {}: {e}", checkout.display());
+                    return ExitCode::from(EXIT_IO);
+                }
+            }
             let opts = RunOptions { interval: Duration::from_millis(interval_ms), once, ..Default::default() };
             let report = run(&c, &opts, &STOP, &mut |line| eprintln!("seamd: {line}"));
             if once && report.needs_attention() {

@@ -154,7 +154,7 @@ fn one_run(g: &Guest, dir: &Path, base: &str) -> Result<Vec<f64>, LabError> {
     Ok(vec![warm, expired, add, commit, log, checkout])
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     match s.len() {

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::guest::{BootSpec, Guest, GUEST_ENV};
+use super::bench::median;
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
 use crate::lab::git::init_repo;
@@ -28,96 +29,146 @@ const COMMANDS: [&[&str]; 6] = [
     &["reset", "-q", "--hard", "HEAD~"],
 ];
 
-/// One command's figures.
-#[derive(Debug)]
+/// What to run besides the raw share and seamfs.
+#[derive(Debug, Default)]
+pub struct CountsOptions {
+    /// Rounds of the commands (times are medians).
+    pub repeat: usize,
+    /// The guest's virtual CPUs.
+    pub cpus: u32,
+    /// Another static seamfs to mount beside the one under test (A/B in one boot, same noise).
+    pub baseline: Option<std::path::PathBuf>,
+    /// Time only: no debug log, so seamfs's CPU is not inflated by it (no request counts).
+    pub timing_only: bool,
+}
+
+/// One box in the guest the commands run in.
+struct Target {
+    name: &'static str,
+    dir: &'static str,
+    /// seamfs's log when the target is a seamfs mount.
+    log: Option<&'static str>,
+}
+
+impl Target {
+    /// The daemon's process name.
+    fn prog(&self) -> &'static str {
+        if self.name == "baseline" { "seamfs-baseline" } else { "seamfs" }
+    }
+}
+
+const TARGETS: [Target; 3] = [
+    Target { name: "raw", dir: "/share/raw", log: None },
+    Target { name: "baseline", dir: "/share/base", log: Some("/tmp/seamfs-baseline.log") },
+    Target { name: "seamfs", dir: "/share/seam", log: Some(LOG) },
+];
+
+/// One command's figures, per target: samples in ms, and the last round's requests and CPU.
+#[derive(Debug, Default)]
 pub struct Counted {
     /// The git arguments.
     pub command: String,
-    /// Guest time on the raw share, ms.
-    pub raw_ms: f64,
-    /// Guest time through seamfs, ms.
-    pub seamfs_ms: f64,
-    /// FUSE requests seamfs got, by operation.
-    pub requests: BTreeMap<String, u64>,
-    /// CPU time seamfs's threads spent on the command, ms (from their schedstat).
-    pub seamfs_cpu_ms: f64,
+    /// Guest times by target, ms.
+    pub ms: BTreeMap<&'static str, Vec<f64>>,
+    /// FUSE requests by target and operation (last round).
+    pub requests: BTreeMap<&'static str, BTreeMap<String, u64>>,
+    /// seamfs CPU by target, ms (samples).
+    pub cpu_ms: BTreeMap<&'static str, Vec<f64>>,
 }
 
 /// Boots a guest over `mode`, counts, and returns the table as markdown.
-pub fn run(cache: &Cache, mode: ShareMode, cpus: u32, repeat: usize) -> Result<String, LabError> {
+pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<String, LabError> {
     on_signal_cleanup();
     let _cleanup = CleanupGuard;
     let root = temp_dir(&format!("seam-lab-vm-counts-{}", mode.name()))?;
     let share = root.join("share");
-    for d in ["raw", "seam"] {
-        let p = share.join(d);
+    let targets: Vec<&Target> = TARGETS.iter().filter(|t| t.name != "baseline" || opts.baseline.is_some()).collect();
+    for t in &targets {
+        let p = share.join(t.dir.trim_start_matches("/share/"));
         std::fs::create_dir_all(&p).map_err(|e| LabError::new("create dir", &p, e))?;
         init_repo(&p)?;
     }
     let initrd = root.join("initramfs.cpio");
-    initramfs::build(&cache.kernel()?, &static_dir()?, &initrd)?;
-    let g = Guest::boot(cache, &BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus })?;
-    let up = g.sh(&format!("SEAMFS_LOG=debug seamfs-bootstrap up /share/seam --log {LOG}"))?;
-    if up.code != 0 {
-        return Err(LabError::new("mount seamfs in the guest", Path::new("/share/seam"), String::from_utf8_lossy(&up.stderr)));
+    let extra: Vec<(&str, &Path)> = opts.baseline.iter().map(|b| ("seamfs-baseline", b.as_path())).collect();
+    initramfs::build_with(&cache.kernel()?, &static_dir()?, &extra, &initrd)?;
+    let g = Guest::boot(cache, &BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus })?;
+    let env = if opts.timing_only { "" } else { "SEAMFS_LOG=debug " };
+    for t in &targets {
+        let Some(log) = t.log else { continue };
+        let cmd = match t.name {
+            "baseline" => format!("{env}seamfs-baseline mount --over {} --log {log}", t.dir),
+            _ => format!("{env}seamfs-bootstrap up {} --log {log}", t.dir),
+        };
+        let up = g.sh(&cmd)?;
+        if up.code != 0 {
+            return Err(LabError::new("mount seamfs in the guest", Path::new(t.dir), String::from_utf8_lossy(&up.stderr)));
+        }
     }
-    let mut rows: Vec<Counted> = Vec::new();
-    for round in 0..repeat {
-        for dir in ["/share/raw", "/share/seam"] {
-            g.write(&Path::new(dir).join("box.txt"), format!("box change {round}\n").as_bytes(), false)?;
+    let mut rows: Vec<Counted> = COMMANDS.iter().map(|a| Counted { command: a.join(" "), ..Default::default() }).collect();
+    for round in 0..opts.repeat {
+        for t in &targets {
+            g.write(&Path::new(t.dir).join("box.txt"), format!("box change {round}\n").as_bytes(), false)?;
         }
         for (i, args) in COMMANDS.iter().enumerate() {
-            let raw_ms = guest_git_ms(&g, Path::new("/share/raw"), args)?;
-            let before = log_lines(&g)?;
-            let cpu_before = seamfs_cpu_ns(&g)?;
-            let seamfs_ms = guest_git_ms(&g, Path::new("/share/seam"), args)?;
-            let seamfs_cpu_ms = (seamfs_cpu_ns(&g)? - cpu_before) as f64 / 1e6;
-            let requests = spans_since(&g, before)?;
-            if round == 0 {
-                rows.push(Counted { command: args.join(" "), raw_ms, seamfs_ms, requests, seamfs_cpu_ms });
-            } else {
-                // Later rounds add their times (averaged below); the counts are the last round's.
+            // The order of the targets turns each round, so none always runs first.
+            for k in 0..targets.len() {
+                let t = targets[(k + round) % targets.len()];
+                let before = match (t.log, opts.timing_only) {
+                    (Some(log), false) => Some(log_lines(&g, log)?),
+                    _ => None,
+                };
+                let cpu_before = if t.log.is_some() { seamfs_cpu_ns(&g, t.prog())? } else { 0 };
+                let ms = guest_git_ms(&g, Path::new(t.dir), args)?;
                 let r = &mut rows[i];
-                r.raw_ms += raw_ms;
-                r.seamfs_ms += seamfs_ms;
-                r.seamfs_cpu_ms += seamfs_cpu_ms;
-                r.requests = requests;
+                r.ms.entry(t.name).or_default().push(ms);
+                if t.log.is_some() {
+                    let cpu = (seamfs_cpu_ns(&g, t.prog())? - cpu_before) as f64 / 1e6;
+                    r.cpu_ms.entry(t.name).or_default().push(cpu);
+                }
+                if let (Some(log), Some(from)) = (t.log, before) {
+                    r.requests.insert(t.name, spans_since(&g, log, from)?);
+                }
             }
         }
     }
-    for r in &mut rows {
-        r.raw_ms /= repeat as f64;
-        r.seamfs_ms /= repeat as f64;
-        r.seamfs_cpu_ms /= repeat as f64;
-    }
-    let down = g.sh("seamfs-bootstrap down /share/seam")?;
-    if down.code != 0 {
-        return Err(LabError::new("unmount seamfs in the guest", Path::new("/share/seam"), String::from_utf8_lossy(&down.stderr)));
+    for t in targets.iter().rev() {
+        let cmd = match t.name {
+            "raw" => continue,
+            "baseline" => format!("seamfs-baseline umount {}", t.dir),
+            _ => format!("seamfs-bootstrap down {}", t.dir),
+        };
+        let down = g.sh(&cmd)?;
+        if down.code != 0 {
+            return Err(LabError::new("unmount seamfs in the guest", Path::new(t.dir), String::from_utf8_lossy(&down.stderr)));
+        }
     }
     g.shutdown()?;
-    Ok(markdown(mode, repeat, &rows))
+    Ok(markdown(mode, opts, &targets, &rows))
 }
 
-/// Nanoseconds on CPU of all of seamfs's threads so far (`/proc/PID/task/*/schedstat`).
-fn seamfs_cpu_ns(g: &Guest) -> Result<i64, LabError> {
-    let r = g.sh("cat /proc/$(pidof seamfs)/task/*/schedstat | awk '{ s += $1 } END { printf \"%d\", s }'")?;
+/// Nanoseconds on CPU of the daemon named `prog` so far, threads that ended included
+/// (`utime` + `stime` of `/proc/PID/stat`, in clock ticks of 10 ms).
+fn seamfs_cpu_ns(g: &Guest, prog: &str) -> Result<i64, LabError> {
+    let r = g.sh(&format!(
+        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && cat $p/stat; done | awk '{{ s += $14 + $15 }} END {{ printf \"%d\", s * 10000000 }}'"
+    ))?;
     let text = String::from_utf8_lossy(&r.stdout);
-    text.trim().parse().map_err(|_| LabError::new("read seamfs's schedstat in the guest", Path::new("/proc"), format!("{text:?}")))
+    text.trim().parse().map_err(|_| LabError::new("read seamfs's CPU time in the guest", Path::new("/proc"), format!("{text:?}")))
 }
 
-fn log_text(g: &Guest) -> Result<String, LabError> {
-    let r = g.run(Path::new("/"), &[b"/bin/cat", LOG.as_bytes()], &GUEST_ENV, None)?;
+fn log_text(g: &Guest, log: &str) -> Result<String, LabError> {
+    let r = g.run(Path::new("/"), &[b"/bin/cat", log.as_bytes()], &GUEST_ENV, None)?;
     Ok(String::from_utf8_lossy(&r.stdout).into_owned())
 }
 
-fn log_lines(g: &Guest) -> Result<usize, LabError> {
-    Ok(log_text(g)?.lines().count())
+fn log_lines(g: &Guest, log: &str) -> Result<usize, LabError> {
+    Ok(log_text(g, log)?.lines().count())
 }
 
 /// FUSE operations whose spans were created after line `from` of the log, by name.
-fn spans_since(g: &Guest, from: usize) -> Result<BTreeMap<String, u64>, LabError> {
+fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64>, LabError> {
     let mut out = BTreeMap::new();
-    for line in log_text(g)?.lines().skip(from) {
+    for line in log_text(g, log)?.lines().skip(from) {
         if let Some(op) = span_name(line) {
             *out.entry(op.to_string()).or_insert(0) += 1;
         }
@@ -135,24 +186,47 @@ fn span_name(line: &str) -> Option<&str> {
     (!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')).then_some(name)
 }
 
-fn markdown(mode: ShareMode, repeat: usize, rows: &[Counted]) -> String {
-    let mut s = format!("## {} (mean of {repeat} rounds; requests of the last)\n\n| command | raw ms | seamfs ms | ratio | seamfs CPU ms | requests to seamfs | by op |\n|---|---|---|---|---|---|---|\n", mode.name());
+fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[Counted]) -> String {
+    let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
+    let seams: Vec<&str> = targets.iter().filter(|t| t.log.is_some()).map(|t| t.name).collect();
+    let mut s = format!(
+        "## {} (medians of {} rounds{}; requests of the last)\n\n| command |{}{}{}\n|---|{}\n",
+        mode.name(),
+        opts.repeat,
+        if opts.timing_only { ", no debug log" } else { ", seamfs logging every request" },
+        names.iter().map(|n| format!(" {n} ms |")).collect::<String>(),
+        seams.iter().map(|n| format!(" {n}/raw | {n} CPU ms |")).collect::<String>(),
+        if opts.timing_only { String::new() } else { seams.iter().map(|n| format!(" {n} requests |")).collect() },
+        "---|".repeat(names.len() + seams.len() * if opts.timing_only { 2 } else { 3 }),
+    );
     for r in rows {
-        let total: u64 = r.requests.values().sum();
-        let mut ops: Vec<(&String, &u64)> = r.requests.iter().collect();
-        ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
-        let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
-        s.push_str(&format!(
-            "| `git {}` | {:.1} | {:.1} | {:.2} | {:.1} | {total} | {} |\n",
-            r.command,
-            r.raw_ms,
-            r.seamfs_ms,
-            r.seamfs_ms / r.raw_ms,
-            r.seamfs_cpu_ms,
-            by.join(", ")
-        ));
+        let med = |n: &str| r.ms.get(n).map_or(f64::NAN, |v| median(v));
+        s.push_str(&format!("| `git {}` |", r.command));
+        for n in &names {
+            s.push_str(&format!(" {:.1} |", med(n)));
+        }
+        for n in &seams {
+            let cpu = r.cpu_ms.get(n).map_or(f64::NAN, |v| median(v));
+            s.push_str(&format!(" {:.2} | {cpu:.1} |", med(n) / med("raw")));
+        }
+        if !opts.timing_only {
+            for n in &seams {
+                s.push_str(&format!(" {} |", by_op(r.requests.get(n))));
+            }
+        }
+        s.push('\n');
     }
     s
+}
+
+/// `total: op n, op n, …` (the eight largest).
+fn by_op(requests: Option<&BTreeMap<String, u64>>) -> String {
+    let Some(req) = requests else { return "-".into() };
+    let total: u64 = req.values().sum();
+    let mut ops: Vec<(&String, &u64)> = req.iter().collect();
+    ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
+    let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
+    format!("{total}: {}", by.join(", "))
 }
 
 #[cfg(test)]

@@ -45,6 +45,11 @@ poweroff -f
 
 /// Builds the initramfs at `to` from the static binaries in `bins`.
 pub fn build(kernel: &Kernel, bins: &Path, to: &Path) -> Result<(), LabError> {
+    build_with(kernel, bins, &[], to)
+}
+
+/// `build`, with more static binaries: (name in `/usr/local/bin`, file on the host).
+pub fn build_with(kernel: &Kernel, bins: &Path, extra: &[(&str, &Path)], to: &Path) -> Result<(), LabError> {
     let mut a = Cpio::default();
     for d in ["bin", "sbin", "dev", "proc", "sys", "tmp", "root", "etc", "share", "usr", "usr/bin", "usr/local", "usr/local/bin", "usr/local/sbin", "usr/lib", "usr/lib/git-core", "lib", "lib64", "lib/modules"] {
         a.dir(d);
@@ -58,6 +63,10 @@ pub fn build(kernel: &Kernel, bins: &Path, to: &Path) -> Result<(), LabError> {
         let p = bins.join(b);
         check_static(&p)?;
         a.copy(&format!("usr/local/bin/{b}"), &p)?;
+    }
+    for (name, p) in extra {
+        check_static(p)?;
+        a.copy(&format!("usr/local/bin/{name}"), p)?;
     }
     git(&mut a)?;
     modules(&mut a, kernel)?;

@@ -264,6 +264,8 @@ impl<L: Layer> Core<L> {
         let open_flags = self.lower_open_flags(flags & !STRIP);
         let class = self.child_class(parent, name, false)?;
         if class == crate::policy::Class::Lock {
+            // What the box reads from now on (under this lock) must be the share's current state.
+            self.recent_refresh.barrier();
             self.guard_lock_create(parent, &child, who.pid)?;
         }
         let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);

@@ -177,13 +177,16 @@ impl<L: Layer> Core<L> {
     /// it (bounded) so short host operations serialise instead of failing the box command.
     pub(crate) fn wait_host_lock(&self, path: &CStr) {
         let deadline = Instant::now() + self.opts.lock_wait;
+        // The lookup that brought us here may have refreshed the name already; every later look
+        // must reach the share's server again.
+        self.lower.refresh(path);
         loop {
-            self.lower.refresh(path);
             let held_by_host = self.lower_has(path) && self.judge.locks.holder(&path.to_owned()).is_none();
             if !held_by_host || Instant::now() >= deadline {
                 return;
             }
             std::thread::sleep(Duration::from_millis(5));
+            self.lower.refresh_again(path);
         }
     }
 
@@ -254,7 +257,7 @@ impl<L: Layer> Core<L> {
         let deadline = Instant::now() + self.opts.lock_wait;
         while Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
-            self.lower.refresh(&child.path);
+            self.lower.refresh_again(&child.path);
             if let Ok(st) = self.lower.stat(&child.path) {
                 return Ok(Some(st));
             }

@@ -14,6 +14,7 @@ mod killpriv;
 mod listing;
 mod names;
 mod namespace;
+mod shared;
 mod verdict_xattr;
 mod xattr;
 
@@ -36,6 +37,7 @@ use crate::policy::{CachePolicy, Class};
 pub use data::Opened;
 pub use dir::DirPage;
 pub use namespace::Caller;
+pub use shared::Shared;
 pub use xattr::XattrReply;
 
 /// Options of the core that are not per class.
@@ -89,7 +91,7 @@ pub struct Entry {
 #[derive(Debug)]
 pub struct Core<L: Layer> {
     pub(crate) lower: Lower,
-    pub(crate) inodes: InodeTable,
+    pub(crate) inodes: Arc<InodeTable>,
     pub(crate) handles: Handles,
     pub(crate) layer: L,
     pub(crate) opts: CoreOptions,
@@ -103,11 +105,13 @@ pub struct Core<L: Layer> {
     pub(crate) judge: Arc<Judge>,
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
+    /// Live names each process had refreshed on the lower a moment ago.
+    pub(crate) recent_refresh: crate::recent_refresh::RecentRefresh,
     /// Git dirs the box created since the mount, by lower identity: their index is only ever
     /// what the box wrote (`Core::seed_index`).
     pub(crate) box_gitdirs: dashmap::DashMap<(u64, u64), ()>,
     /// Recent work-tree directory listings (see `listing`).
-    pub(crate) listings: listing::Listings,
+    pub(crate) listings: Arc<listing::Listings>,
     /// One reverse heal at a time: a lookup of `index` during another's heal waits for it
     /// rather than find the heal's lock, skip, and hand the box the index being replaced.
     pub(crate) reverse_heals: parking_lot::Mutex<()>,
@@ -128,7 +132,7 @@ impl<L: Layer> Core<L> {
         }
         Ok(Core {
             lower,
-            inodes,
+            inodes: Arc::new(inodes),
             handles: Handles::default(),
             layer,
             opts,
@@ -137,6 +141,7 @@ impl<L: Layer> Core<L> {
             killpriv_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
+            recent_refresh: Default::default(),
             box_gitdirs: Default::default(),
             listings: Default::default(),
             reverse_heals: Default::default(),
@@ -294,7 +299,7 @@ impl<L: Layer> Core<L> {
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
-        if self.policy(guess).refresh {
+        if self.policy(guess).refresh && self.recent_refresh.needs(pid, path) {
             self.lower.refresh(path);
         }
         self.guard_lookup(parent, guess, &child, pid);

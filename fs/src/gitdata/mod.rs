@@ -122,7 +122,7 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
     let dir = cpath(rel.parent().unwrap_or(Path::new("")));
     let name = rel.file_name().unwrap_or_default();
     for _ in 0..VERIFY_TRIES {
-        lower.refresh(&c);
+        lower.refresh_again(&c);
         let opened = match lower.open_fresh(&c, libc::O_RDONLY) {
             Ok(fd) => Some(fd),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,

@@ -58,7 +58,7 @@ fn listed(lower: &Lower, path: &CStr, ino: u64) -> bool {
 fn unlink_fresh(lower: &Lower, path: &CStr) -> std::io::Result<()> {
     match lower.unlink(path, false) {
         Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-            lower.refresh(path);
+            lower.refresh_again(path);
             lower.unlink(path, false)
         }
         r => r,
@@ -100,7 +100,7 @@ impl Locks {
         for (path, rec) in dead {
             // The share may still hold a stale entry for the name: ask it again first, and
             // trust its listing (never cached) over a lookup that still meets a stale entry.
-            lower.refresh(&path);
+            lower.refresh_again(&path);
             let ours = match lower.stat(&path) {
                 Ok(st) if same_file(&st, rec.dev, rec.ino) => true,
                 _ => listed(lower, &path, rec.ino),

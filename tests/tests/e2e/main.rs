@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod crash;
+mod feed;
 mod freshness;
 mod git_parity;
 mod git_workflows;

@@ -1,0 +1,55 @@
+//! What a thread outside the FUSE session may touch of a mounted core: the change feed drops
+//! cached listings and finds the node ids the kernel knows, to invalidate them.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::listing::Listings;
+use super::Core;
+use crate::inode::{InodeTable, ROOT};
+use crate::layer::Layer;
+use crate::lower::Lower;
+use crate::gitdata::cpath;
+use crate::policy::Class;
+
+/// Shared parts of a core (its lower, a second handle on the same directory).
+#[derive(Debug)]
+pub struct Shared {
+    lower: Lower,
+    inodes: Arc<InodeTable>,
+    listings: Arc<Listings>,
+}
+
+impl<L: Layer> Core<L> {
+    /// The parts the change feed needs, shared with the session.
+    pub fn shared(&self) -> std::io::Result<Shared> {
+        Ok(Shared { lower: self.lower.try_clone()?, inodes: self.inodes.clone(), listings: self.listings.clone() })
+    }
+}
+
+impl Shared {
+    /// The lower.
+    pub fn lower(&self) -> &Lower {
+        &self.lower
+    }
+
+    /// The node id the kernel knows for the lower file at `rel` (`""` is the root).
+    pub fn node_of(&self, rel: &Path) -> Option<u64> {
+        if rel.as_os_str().is_empty() {
+            return Some(ROOT);
+        }
+        let (dev, ino) = self.lower.identity_at(&cpath(rel)).ok()?;
+        self.inodes.known_id(dev, ino)
+    }
+
+    /// Forgets the cached listing of directory node `dir`.
+    pub fn forget_listing(&self, dir: u64) {
+        self.listings.forget(dir);
+    }
+
+    /// Every work-tree node the kernel may cache: (id, parent, name).
+    pub fn work_tree_nodes(&self) -> Vec<(u64, u64, Arc<OsStr>)> {
+        self.inodes.nodes_of(Class::WorkTree)
+    }
+}

@@ -1,0 +1,194 @@
+//! seamfs's end of the feed: one thread that connects (again and again), reads messages, and
+//! for each changed name refreshes it on the lower, drops what the box kernel cached of it, and
+//! raises the box's watchers. Whenever the feed is not live the work tree is on the share's
+//! TTLs, and going down invalidates every work-tree entry handed out on the feed's word.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fuser::{INodeNo, Notifier};
+use tracing::{info, warn};
+
+use super::addr::{connect, FeedAddr};
+use super::lines::{LineReader, Next};
+use super::proto::{Kind, Message, DEAD_AFTER};
+use super::FeedLive;
+use crate::core::Shared;
+use crate::gitdata::cpath;
+
+/// How long to wait between connection attempts.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// The consumer's parts.
+pub struct Consumer {
+    /// Where the feed is.
+    pub addr: FeedAddr,
+    /// The mounted core's shared parts.
+    pub shared: Shared,
+    /// The session's notifier.
+    pub notifier: Notifier,
+    /// The mount point, as box processes reach it (for raising watchers).
+    pub mountpoint: PathBuf,
+    /// Read by the policy table.
+    pub live: &'static FeedLive,
+}
+
+impl Consumer {
+    /// Starts the feed thread; it runs until the process ends.
+    pub fn spawn(self) -> std::io::Result<()> {
+        std::thread::Builder::new().name("seam-feed".into()).spawn(move || self.run()).map(drop)
+    }
+
+    fn run(self) {
+        super::mark_poker();
+        let mut said_unreachable = false;
+        loop {
+            match connect(&self.addr) {
+                Ok(fd) => {
+                    said_unreachable = false;
+                    let why = self.session(LineReader::new(fd));
+                    self.down(why);
+                }
+                Err(e) if !said_unreachable => {
+                    warn!(feed = %self.addr, error = %e, "change feed not reachable; the work tree stays on the share's TTLs, trying again every second");
+                    said_unreachable = true;
+                }
+                Err(_) => {}
+            }
+            std::thread::sleep(RETRY);
+        }
+    }
+
+    /// Serves one connection; returns why it ended.
+    fn session(&self, mut r: LineReader) -> String {
+        let mut next_seq: Option<u64> = None;
+        let mut said_bad = false;
+        loop {
+            let line = match r.next(DEAD_AFTER) {
+                Ok(Next::Line(l)) => l,
+                Ok(Next::TooLong) => {
+                    self.bad_once(&mut said_bad, "line too long");
+                    continue;
+                }
+                Ok(Next::Timeout) => return format!("silent for {} s", DEAD_AFTER.as_secs()),
+                Ok(Next::Eof) => return "closed by the other end".into(),
+                Err(e) => return format!("read failed: {e}"),
+            };
+            let msg = match Message::decode(&line) {
+                Ok(m) => m,
+                Err(e) => {
+                    self.bad_once(&mut said_bad, e.0);
+                    continue;
+                }
+            };
+            let seq = match &msg {
+                Message::Hello => continue,
+                Message::Change { seq, .. } | Message::Beat { seq } | Message::Overflow { seq } => *seq,
+            };
+            if !self.live.set(true) {
+                info!(feed = %self.addr, "change feed live: host changes are pushed to the box; the work tree is cached until they come");
+            }
+            // A gap in the sequence is a lost message: as good as an overflow.
+            if next_seq.is_some_and(|n| n != seq) || matches!(msg, Message::Overflow { .. }) {
+                let n = self.invalidate_all();
+                info!(feed = %self.addr, entries = n, "change feed lost messages: everything cached was invalidated");
+            }
+            next_seq = seq.checked_add(1);
+            if let Message::Change { kind, path, .. } = msg {
+                self.apply(kind, &path);
+            }
+        }
+    }
+
+    fn bad_once(&self, said: &mut bool, why: &str) {
+        if !std::mem::replace(said, true) {
+            warn!(feed = %self.addr, why, "dropped a malformed change-feed line (said once per connection)");
+        }
+    }
+
+    fn down(&self, why: String) {
+        if self.live.set(false) {
+            let n = self.invalidate_all();
+            warn!(feed = %self.addr, why = %why, entries = n, "change feed down: the work tree is back on the share's TTLs (everything cached on the feed's word invalidated)");
+        }
+    }
+
+    /// Drops every work-tree entry and attribute the kernel may hold; returns how many.
+    fn invalidate_all(&self) -> usize {
+        let nodes = self.shared.work_tree_nodes();
+        for (id, parent, name) in &nodes {
+            self.shared.forget_listing(*parent);
+            let _ = self.notifier.inval_entry(INodeNo(*parent), name);
+            let _ = self.notifier.inval_inode(INodeNo(*id), -1, 0);
+        }
+        nodes.len()
+    }
+
+    /// One changed name.
+    fn apply(&self, kind: Kind, rel: &Path) {
+        let Some(name) = rel.file_name() else { return };
+        let parent_rel = rel.parent().unwrap_or(Path::new(""));
+        self.shared.lower().refresh(&cpath(rel));
+        let parent = self.shared.node_of(parent_rel);
+        if kind == Kind::Remove {
+            self.raise_delete(parent_rel, rel);
+        }
+        if let Some(p) = parent {
+            self.shared.forget_listing(p);
+            let _ = self.notifier.inval_entry(INodeNo(p), name);
+        }
+        if kind != Kind::Remove {
+            if let Some(id) = self.shared.node_of(rel) {
+                let _ = self.notifier.inval_inode(INodeNo(id), 0, 0);
+            }
+            self.raise_change(rel);
+        }
+    }
+
+    /// A name the host removed that the kernel still holds: the feed thread unlinks it through
+    /// the mount, which seamfs answers without touching the lower (`is_poke`), so the kernel
+    /// drops its entry the way an unlink does and watchers get IN_DELETE. Only when the lower
+    /// lacks the name (a forged message cannot hide a file). Without a cached entry the kernel
+    /// would look the name up, find it gone and send nothing: the directory's times are set
+    /// instead (IN_ATTRIB on the directory).
+    fn raise_delete(&self, parent_rel: &Path, rel: &Path) {
+        if self.shared.lower().stat(&cpath(rel)).is_ok() {
+            return;
+        }
+        let at = self.mountpoint.join(rel);
+        let Some(st) = cached_stat(&at) else {
+            self.raise_change(parent_rel);
+            return;
+        };
+        let Ok(p) = CString::new(at.as_os_str().as_bytes()) else { return };
+        let dir = st.stx_mode as u32 & libc::S_IFMT == libc::S_IFDIR;
+        // SAFETY: a C string.
+        unsafe { libc::unlinkat(libc::AT_FDCWD, p.as_ptr(), if dir { libc::AT_REMOVEDIR } else { 0 }) };
+    }
+
+    /// A created or changed name: its times set to what they are, through the mount, which the
+    /// kernel reports to watchers as IN_ATTRIB (seamfs answers it without touching the lower).
+    fn raise_change(&self, rel: &Path) {
+        let Ok(st) = self.shared.lower().stat(&cpath(rel)) else { return };
+        let Ok(p) = CString::new(self.mountpoint.join(rel).as_os_str().as_bytes()) else { return };
+        let times = [
+            libc::timespec { tv_sec: st.st_atime, tv_nsec: st.st_atime_nsec },
+            libc::timespec { tv_sec: st.st_mtime, tv_nsec: st.st_mtime_nsec },
+        ];
+        // SAFETY: C string and two timespecs.
+        unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    }
+}
+
+/// The kernel's cached view of a path through the mount, without asking seamfs for attributes.
+fn cached_stat(path: &Path) -> Option<libc::statx> {
+    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: zeroed POD out-struct.
+    let mut x: libc::statx = unsafe { std::mem::zeroed() };
+    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC;
+    // SAFETY: C string and out-pointer.
+    let r = unsafe { libc::statx(libc::AT_FDCWD, p.as_ptr(), flags, libc::STATX_INO, &mut x) };
+    (r == 0).then_some(x)
+}

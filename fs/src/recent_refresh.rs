@@ -1,0 +1,95 @@
+//! Live names a process had refreshed on the lower a moment ago (ADR 0020).
+//!
+//! Git stats `HEAD` forty times in one commit; each lookup used to cost the share a forced
+//! revalidation (the link trick: one server round trip, a millisecond in a guest). A process
+//! that looks the same name up again within [`WINDOW`] is served from the lower's entry as that
+//! refresh left it, so one git process sees the name as of its own last refresh: never older than
+//! `WINDOW`, never older than its previous read (no value goes back). Any lock a box process
+//! creates is a barrier: every later lookup refreshes again, so what git reads under a lock (the
+//! ref it is about to move, `packed-refs`, the index) is the share's current state.
+
+use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+
+/// How long a process's refresh of a name stands in for the next.
+pub const WINDOW: Duration = Duration::from_millis(50);
+
+/// Past this many remembered names the memo starts over (a walk of many tags or loose refs).
+const MAX_NAMES: usize = 4096;
+
+/// The memo: (pid, path) → when it was refreshed, and under which lock epoch.
+#[derive(Debug, Default)]
+pub struct RecentRefresh {
+    seen: DashMap<(u32, CString), (Instant, u64)>,
+    epoch: AtomicU64,
+}
+
+impl RecentRefresh {
+    /// True when `pid`'s lookup of `path` must refresh the lower first; records that it will.
+    /// Pid 0 (a caller seamfs cannot name) always refreshes.
+    pub fn needs(&self, pid: u32, path: &CStr) -> bool {
+        if pid == 0 {
+            return true;
+        }
+        let now = Instant::now();
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let key = (pid, path.to_owned());
+        if let Some(at) = self.seen.get(&key) {
+            let (when, e) = *at;
+            if e == epoch && now.duration_since(when) < WINDOW {
+                return false;
+            }
+        }
+        if self.seen.len() >= MAX_NAMES {
+            self.seen.clear();
+        }
+        self.seen.insert(key, (now, epoch));
+        true
+    }
+
+    /// A box process creates a lock: every lookup from now on refreshes again.
+    pub fn barrier(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lookup_by_the_same_process_is_spared() {
+        let r = RecentRefresh::default();
+        assert!(r.needs(7, c".git/HEAD"));
+        assert!(!r.needs(7, c".git/HEAD"), "within the window: served from the refresh just made");
+        assert!(r.needs(8, c".git/HEAD"), "another process refreshes for itself");
+        assert!(r.needs(7, c".git/refs/heads/main"), "another name refreshes");
+    }
+
+    #[test]
+    fn a_lock_is_a_barrier() {
+        let r = RecentRefresh::default();
+        assert!(r.needs(7, c".git/refs/heads/main"));
+        r.barrier();
+        assert!(r.needs(7, c".git/refs/heads/main"), "under a new lock the name is refreshed again");
+        assert!(!r.needs(7, c".git/refs/heads/main"));
+    }
+
+    #[test]
+    fn the_window_ends() {
+        let r = RecentRefresh::default();
+        assert!(r.needs(7, c".git/HEAD"));
+        std::thread::sleep(WINDOW + Duration::from_millis(5));
+        assert!(r.needs(7, c".git/HEAD"));
+    }
+
+    #[test]
+    fn unknown_callers_always_refresh() {
+        let r = RecentRefresh::default();
+        assert!(r.needs(0, c".git/HEAD"));
+        assert!(r.needs(0, c".git/HEAD"));
+    }
+}

@@ -1,0 +1,259 @@
+//! seamd's end of the change feed: watch the checkout (inotify on Linux, FSEvents on macOS,
+//! through `notify`), coalesce bursts, and send each box the names that changed
+//! (`seamfs::feed::proto`). Names under a `.git` directory are not sent: live refs, locks and
+//! the index are read fresh by seamfs anyway, and objects never change.
+//!
+//! Symlinks are not followed (the watcher stays inside the checkout); a watcher error or a
+//! lost-events flag becomes an `overflow` message, after which every box trusts nothing cached.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use notify::event::{EventKind, ModifyKind, RenameMode};
+use notify::{RecursiveMode, Watcher};
+use seamfs::feed::proto::{Kind, Message, BEAT_EVERY};
+use seamfs::feed::FeedAddr;
+
+/// How long a burst of events is gathered before it is sent (one message per name).
+pub const COALESCE: Duration = Duration::from_millis(5);
+
+/// A burst never holds more names than this; past it, an overflow is sent instead.
+const MAX_BURST: usize = 10_000;
+
+/// Where the lines go: every connected box.
+#[derive(Default)]
+struct Clients {
+    socks: Vec<OwnedFd>,
+    /// A character device is written to directly (reopened after an error).
+    device: Option<(PathBuf, Option<OwnedFd>)>,
+}
+
+/// Starts the feed: a watcher on `checkout`, a listener (or the device) at `addr`, and the
+/// thread that sends. Runs until `stop` is set.
+pub fn serve(checkout: &Path, addr: &FeedAddr, stop: &'static AtomicBool, log: impl Fn(&str) + Send + Sync + 'static) -> io::Result<()> {
+    let root = std::fs::canonicalize(checkout)?;
+    let (tx, rx) = channel();
+    let config = notify::Config::default().with_follow_symlinks(false);
+    let mut watcher = notify::RecommendedWatcher::new(tx, config).map_err(io::Error::other)?;
+    watcher.watch(&root, RecursiveMode::Recursive).map_err(io::Error::other)?;
+    let clients = Arc::new(Mutex::new(Clients::default()));
+    let log = Arc::new(log);
+    match addr {
+        FeedAddr::Device(p) => clients.lock().expect("feed clients").device = Some((p.clone(), None)),
+        FeedAddr::Unix(p) => {
+            // A socket left by an earlier seamd; anything else at the path is refused by bind.
+            if std::fs::symlink_metadata(p).is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())) {
+                let _ = std::fs::remove_file(p);
+            }
+            let l = std::os::unix::net::UnixListener::bind(p)?;
+            spawn_accept(l.into(), clients.clone(), stop)?;
+        }
+        FeedAddr::Vsock { cid, port } => spawn_accept(vsock_listener(*cid, *port)?, clients.clone(), stop)?,
+    }
+    log(&format!("change feed: watching {} for {addr}", root.display()));
+    std::thread::Builder::new().name("seamd-feed".into()).spawn(move || {
+        let _keep = watcher;
+        send_loop(&root, &rx, &clients, stop, &*log);
+    })?;
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+fn vsock_listener(cid: u32, port: u32) -> io::Result<OwnedFd> {
+    seamfs::feed::addr::vsock_listen(cid, port)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn vsock_listener(_: u32, _: u32) -> io::Result<OwnedFd> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "vsock feeds need a Linux host"))
+}
+
+fn spawn_accept(listener: OwnedFd, clients: Arc<Mutex<Clients>>, stop: &'static AtomicBool) -> io::Result<()> {
+    std::thread::Builder::new().name("seamd-feed-accept".into()).spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: a listening socket; the peer address is not wanted.
+            let fd = unsafe { libc::accept(listener.as_raw_fd(), std::ptr::null_mut(), std::ptr::null_mut()) };
+            if fd < 0 {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            // SAFETY: accept returned a new fd we own.
+            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            set_send_timeout(&fd, Duration::from_secs(1));
+            if write_all(&fd, &Message::Hello.encode()).is_ok() {
+                clients.lock().expect("feed clients").socks.push(fd);
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// A box that does not read within a second is dropped (it reconnects, and its cache is reset).
+fn set_send_timeout(fd: &OwnedFd, t: Duration) {
+    let tv = libc::timeval { tv_sec: t.as_secs() as libc::time_t, tv_usec: 0 };
+    // SAFETY: valid socket and option value of the stated size.
+    unsafe {
+        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv as *const _ as *const libc::c_void, std::mem::size_of_val(&tv) as u32);
+    }
+}
+
+fn write_all(fd: &OwnedFd, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        // SAFETY: valid fd and buffer. MSG_NOSIGNAL is not portable; SIGPIPE is ignored by seamd.
+        let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        data = &data[n as usize..];
+    }
+    Ok(())
+}
+
+fn send_loop(root: &Path, rx: &Receiver<notify::Result<notify::Event>>, clients: &Mutex<Clients>, stop: &AtomicBool, log: &dyn Fn(&str)) {
+    let mut seq: u64 = 0;
+    let mut last_sent = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let mut burst = Burst::default();
+        match rx.recv_timeout(BEAT_EVERY.saturating_sub(last_sent.elapsed())) {
+            Ok(ev) => burst.add(root, ev),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let until = Instant::now() + COALESCE;
+        while let Ok(ev) = rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            burst.add(root, ev);
+        }
+        let mut msgs: Vec<Message> = Vec::new();
+        if burst.overflow {
+            log("change feed: the watcher lost events; boxes are told to trust nothing cached");
+            msgs.push(Message::Overflow { seq: 0 });
+        } else {
+            msgs.extend(burst.changes.iter().map(|(kind, path)| Message::Change { seq: 0, kind: *kind, path: path.clone() }));
+        }
+        if msgs.is_empty() && last_sent.elapsed() >= BEAT_EVERY {
+            msgs.push(Message::Beat { seq: 0 });
+        }
+        let mut lines = Vec::new();
+        for mut m in msgs {
+            seq += 1;
+            match &mut m {
+                Message::Change { seq: s, .. } | Message::Beat { seq: s } | Message::Overflow { seq: s } => *s = seq,
+                Message::Hello => {}
+            }
+            lines.extend_from_slice(&m.encode());
+        }
+        if !lines.is_empty() {
+            broadcast(clients, &lines);
+            last_sent = Instant::now();
+        }
+    }
+}
+
+fn broadcast(clients: &Mutex<Clients>, lines: &[u8]) {
+    let mut c = clients.lock().expect("feed clients");
+    c.socks.retain(|fd| write_all(fd, lines).is_ok());
+    if let Some((path, fd)) = &mut c.device {
+        if fd.is_none() {
+            *fd = std::fs::OpenOptions::new().write(true).open(&*path).ok().map(OwnedFd::from);
+        }
+        if let Some(f) = fd {
+            if write_all(f, lines).is_err() {
+                *fd = None;
+            }
+        }
+    }
+}
+
+/// One burst of watcher events: distinct (kind, name) pairs in order of first sight.
+#[derive(Default)]
+struct Burst {
+    changes: Vec<(Kind, PathBuf)>,
+    seen: BTreeSet<(u8, PathBuf)>,
+    overflow: bool,
+}
+
+impl Burst {
+    fn add(&mut self, root: &Path, ev: notify::Result<notify::Event>) {
+        let ev = match ev {
+            Ok(ev) if !ev.need_rescan() => ev,
+            _ => {
+                self.overflow = true;
+                return;
+            }
+        };
+        let kinds: Vec<Kind> = match ev.kind {
+            EventKind::Access(_) => return,
+            EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => vec![Kind::Create],
+            EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From)) => vec![Kind::Remove],
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => vec![Kind::Remove, Kind::Create],
+            _ => vec![Kind::Modify],
+        };
+        for (i, p) in ev.paths.iter().enumerate() {
+            let kind = kinds.get(i).or(kinds.last()).copied().unwrap_or(Kind::Modify);
+            if let Some(rel) = feed_path(root, p) {
+                let key = (kind as u8, rel.clone());
+                if self.seen.insert(key) {
+                    self.changes.push((kind, rel));
+                }
+            }
+        }
+        if self.changes.len() > MAX_BURST {
+            self.overflow = true;
+            self.changes.clear();
+        }
+    }
+}
+
+/// The name a box is told about: relative to the checkout, outside every `.git` directory,
+/// and one the feed may carry.
+fn feed_path(root: &Path, p: &Path) -> Option<PathBuf> {
+    let rel = p.strip_prefix(root).ok()?;
+    if rel.components().any(|c| c.as_os_str() == ".git") {
+        return None;
+    }
+    seamfs::feed::proto::checked_path(std::os::unix::ffi::OsStrExt::as_bytes(rel.as_os_str())).ok()
+}
+
+/// Ignores SIGPIPE so a box that went away is a write error, not seamd's death.
+pub fn ignore_sigpipe() {
+    // SAFETY: setting a signal to SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_outside_git_dirs_only() {
+        let root = Path::new("/c");
+        assert_eq!(feed_path(root, Path::new("/c/src/a.rs")), Some(PathBuf::from("src/a.rs")));
+        assert_eq!(feed_path(root, Path::new("/c/.git/HEAD")), None);
+        assert_eq!(feed_path(root, Path::new("/c/sub/.git/index")), None);
+        assert_eq!(feed_path(root, Path::new("/elsewhere/x")), None);
+        assert_eq!(feed_path(root, Path::new("/c")), None, "the root itself is not a name");
+    }
+
+    #[test]
+    fn bursts_coalesce() {
+        let root = Path::new("/c");
+        let mut b = Burst::default();
+        let ev = |k, p: &str| Ok(notify::Event::new(k).add_path(PathBuf::from(p)));
+        b.add(root, ev(EventKind::Modify(ModifyKind::Any), "/c/a"));
+        b.add(root, ev(EventKind::Modify(ModifyKind::Any), "/c/a"));
+        b.add(root, ev(EventKind::Remove(notify::event::RemoveKind::File), "/c/b"));
+        assert_eq!(b.changes, vec![(Kind::Modify, PathBuf::from("a")), (Kind::Remove, PathBuf::from("b"))]);
+        b.add(root, Err(notify::Error::generic("queue overflow")));
+        assert!(b.overflow);
+    }
+}

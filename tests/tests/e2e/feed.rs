@@ -1,0 +1,310 @@
+//! The host change feed (issue #11, ADR 0021): a real `seamd run --feed unix:…` watching the
+//! backing dir, a real seamfs mount with `--feed` and a long work-tree TTL, host edits made on
+//! the backing dir. Each test runs the same edits through seamfs without the feed (the control)
+//! and shows the failure there: with a 30 s TTL and no feed the box reads the old state and its
+//! watchers hear nothing.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use seam_tests::{Mount, TempDir};
+
+/// The work-tree TTL of every mount here: long, so only the feed can make a host edit show.
+const TTL: &str = "30";
+
+/// A `seamd run --feed` process, ended by its pid when dropped.
+struct Seamd {
+    child: Child,
+}
+
+impl Seamd {
+    /// Makes `checkout` a git checkout (seamd refuses anything else), then starts seamd on it.
+    fn start(checkout: &Path, sock: &Path) -> Seamd {
+        if !checkout.join(".git").exists() {
+            seam_tests::Git::new().run(checkout, &["init", "-q"]);
+        }
+        let child = Command::new(seam_tests::bins::bin("seamd"))
+            .arg("run")
+            .arg(checkout)
+            .arg("--feed")
+            .arg(format!("unix:{}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start seamd run --feed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sock.exists() {
+            assert!(Instant::now() < deadline, "seamd never created its feed socket {}", sock.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Seamd { child }
+    }
+}
+
+impl Drop for Seamd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A checkout-like backing dir with one file, and a mount of it, with or without the feed.
+struct Rig {
+    backing: TempDir,
+    _mnt: TempDir,
+    _seamd: Option<Seamd>,
+    m: Mount,
+    _sock_dir: TempDir,
+}
+
+impl Rig {
+    fn new(feed: bool) -> Rig {
+        let backing = TempDir::new("feed-backing");
+        let mnt = TempDir::new("feed-mnt");
+        let sock_dir = TempDir::new("feed-sock");
+        std::fs::create_dir(backing.join("src")).unwrap();
+        std::fs::write(backing.join("src/a.txt"), "one\n").unwrap();
+        let sock = sock_dir.join("feed.sock");
+        let seamd = feed.then(|| Seamd::start(backing.path(), &sock));
+        let feed_arg = format!("unix:{}", sock.display());
+        let mut extra = vec!["--ttl", TTL];
+        if feed {
+            extra.extend(["--feed", feed_arg.as_str()]);
+        }
+        let m = Mount::seamfs(backing.path(), mnt.path(), &extra);
+        let r = Rig { backing, _mnt: mnt, _seamd: seamd, m, _sock_dir: sock_dir };
+        if feed {
+            r.wait_for_log("change feed live", Duration::from_secs(10));
+        }
+        r
+    }
+
+    fn host(&self, rel: &str) -> PathBuf {
+        self.backing.join(rel)
+    }
+
+    fn wait_for_log(&self, what: &str, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.m.log().contains(what) {
+            assert!(Instant::now() < deadline, "seamfs never logged `{what}`; log:\n{}", self.m.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Polls `f` for up to `within`; the time it took, or None.
+fn within(within: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < within {
+        if f() {
+            return Some(t0.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok()
+}
+
+/// The file's content, when its size as `stat` reports it (the kernel's cached attributes)
+/// agrees: a box tool sees a host edit only when both do.
+fn read_whole(p: &Path) -> Option<String> {
+    let s = read(p)?;
+    (std::fs::metadata(p).ok()?.len() == s.len() as u64).then_some(s)
+}
+
+/// `stat`'s size through the mount: answered from the kernel's cache while it is valid.
+fn size(p: &Path) -> Option<u64> {
+    std::fs::metadata(p).ok().map(|m| m.len())
+}
+
+/// Host edits of every kind, each polled through the mount with `stat` only (a read would open
+/// the file, and an open reaches seamfs whatever the kernel cached); how long each took to show,
+/// None when it did not in 2 s. What showed is then read whole.
+fn host_edits_seen(r: &Rig) -> Vec<(&'static str, Option<Duration>)> {
+    let box_a = r.m.join("src/a.txt");
+    let box_b = r.m.join("src/b.txt");
+    // The box has looked at everything first, so its kernel holds entries and attributes.
+    assert_eq!(read(&box_a).as_deref(), Some("one\n"));
+    assert!(read(&box_b).is_none());
+    let wait = Duration::from_secs(2);
+    let mut seen = Vec::new();
+    std::fs::write(r.host("src/b.txt"), "created\n").unwrap();
+    seen.push(("create", within(wait, || size(&box_b) == Some(8))));
+    std::fs::write(r.host("src/a.txt.tmp"), "two, by rename\n").unwrap();
+    std::fs::rename(r.host("src/a.txt.tmp"), r.host("src/a.txt")).unwrap();
+    seen.push(("replace by rename", within(wait, || size(&box_a) == Some(15))));
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(r.host("src/a.txt")).unwrap();
+        f.write_all(b"three, in place\n").unwrap();
+    }
+    seen.push(("append in place", within(wait, || size(&box_a) == Some(31))));
+    std::fs::remove_file(r.host("src/b.txt")).unwrap();
+    seen.push(("delete", within(wait, || size(&box_b).is_none())));
+    if seen.iter().all(|(_, t)| t.is_some()) {
+        assert_eq!(read_whole(&box_a).as_deref(), Some("two, by rename\nthree, in place\n"));
+    }
+    seen
+}
+
+#[test]
+fn host_edits_show_in_the_box_at_once_with_the_feed_and_not_without() {
+    let with = host_edits_seen(&Rig::new(true));
+    let without = host_edits_seen(&Rig::new(false));
+    println!("host edit seen through seamfs --ttl {TTL}: with the feed {with:?}; without (control) {without:?}");
+    for (what, t) in &with {
+        assert!(t.is_some(), "with the feed the box never saw the host's {what} (2 s): {with:?}");
+    }
+    // Without the feed a host create hides behind a negative entry and an append behind cached
+    // attributes, for the whole TTL.
+    assert!(without[0].1.is_none() && without[2].1.is_none(), "the control (no feed, TTL {TTL} s) should answer stat from its stale cache: {without:?}");
+}
+
+/// An inotify watch on a directory through the mount; events as (mask, name).
+struct Watch {
+    fd: i32,
+}
+
+impl Watch {
+    fn new(dir: &Path) -> Watch {
+        // SAFETY: plain syscalls; the fd is closed in Drop.
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify_init1");
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid fd and C string.
+        let wd = unsafe { libc::inotify_add_watch(fd, c.as_ptr(), libc::IN_ALL_EVENTS) };
+        assert!(wd >= 0, "inotify_add_watch {}", dir.display());
+        Watch { fd }
+    }
+
+    /// Events within `wait`.
+    fn events(&self, wait: Duration) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            let mut buf = [0u8; 4096];
+            // SAFETY: valid fd and buffer.
+            let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            let mut i = 0;
+            while i + 16 <= n as usize {
+                let mask = u32::from_ne_bytes(buf[i + 4..i + 8].try_into().unwrap());
+                let len = u32::from_ne_bytes(buf[i + 12..i + 16].try_into().unwrap()) as usize;
+                let name = String::from_utf8_lossy(&buf[i + 16..i + 16 + len]).trim_end_matches('\0').to_string();
+                out.push((mask, name));
+                i += 16 + len;
+            }
+        }
+        out
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        // SAFETY: our fd.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Host create, modify, rename and delete under a box watch; the events the box got.
+fn box_watch_events(r: &Rig) -> Vec<(&'static str, Vec<(u32, String)>)> {
+    let _ = std::fs::read_dir(r.m.join("src")).unwrap().count();
+    let _ = read(&r.m.join("src/a.txt"));
+    let w = Watch::new(&r.m.join("src"));
+    let wait = Duration::from_millis(500);
+    let mut got = Vec::new();
+    std::fs::write(r.host("src/new.txt"), "n\n").unwrap();
+    got.push(("create", w.events(wait)));
+    std::fs::write(r.host("src/a.txt"), "changed\n").unwrap();
+    got.push(("modify", w.events(wait)));
+    let _ = read(&r.m.join("src/new.txt"));
+    std::fs::rename(r.host("src/new.txt"), r.host("src/moved.txt")).unwrap();
+    got.push(("rename", w.events(wait)));
+    let _ = read(&r.m.join("src/moved.txt"));
+    std::fs::remove_file(r.host("src/moved.txt")).unwrap();
+    got.push(("delete", w.events(wait)));
+    got
+}
+
+fn has(events: &[(u32, String)], mask: u32, name: &str) -> bool {
+    events.iter().any(|(m, n)| m & mask != 0 && n == name)
+}
+
+#[test]
+fn box_watchers_fire_on_host_changes_with_the_feed_and_not_without() {
+    let with = box_watch_events(&Rig::new(true));
+    let without = box_watch_events(&Rig::new(false));
+    println!("box inotify events: with the feed {with:?}; without (control) {without:?}");
+    let ev = |what: &str| &with.iter().find(|(w, _)| *w == what).unwrap().1;
+    assert!(has(ev("create"), libc::IN_ATTRIB, "new.txt"), "no event for a host create: {with:?}");
+    assert!(has(ev("modify"), libc::IN_ATTRIB, "a.txt"), "no event for a host modify: {with:?}");
+    assert!(has(ev("rename"), libc::IN_DELETE, "new.txt") && has(ev("rename"), libc::IN_ATTRIB, "moved.txt"), "rename: {with:?}");
+    assert!(has(ev("delete"), libc::IN_DELETE, "moved.txt"), "no IN_DELETE for a host delete: {with:?}");
+    // (The test's own reads show as open/access/close: those are not news of the host.)
+    let news = libc::IN_ATTRIB | libc::IN_CREATE | libc::IN_DELETE | libc::IN_MODIFY | libc::IN_MOVED_FROM | libc::IN_MOVED_TO;
+    assert!(without.iter().all(|(_, e)| e.iter().all(|(m, _)| m & news == 0)), "the control (no feed) should hear nothing: {without:?}");
+}
+
+#[test]
+fn a_feed_that_dies_puts_the_work_tree_back_on_the_share_ttl() {
+    let backing = TempDir::new("feed-dies-backing");
+    let mnt = TempDir::new("feed-dies-mnt");
+    let sock_dir = TempDir::new("feed-dies-sock");
+    std::fs::write(backing.join("f"), "before\n").unwrap();
+    let sock = sock_dir.join("feed.sock");
+    let seamd = Seamd::start(backing.path(), &sock);
+    let feed = format!("unix:{}", sock.display());
+    // The share's TTL is 1 s; the feed's is 60 s.
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1", "--feed", &feed]);
+    let r = Rig { backing, _mnt: mnt, _seamd: None, m, _sock_dir: sock_dir };
+    r.wait_for_log("change feed live", Duration::from_secs(10));
+    assert_eq!(std::fs::metadata(r.m.join("f")).unwrap().len(), 7, "cached while the feed is live (TTL 60 s)");
+    drop(seamd);
+    r.wait_for_log("change feed down", Duration::from_secs(10));
+    // seamd is gone: no message will come for this edit. Only the fallback to the 1 s TTL
+    // (with everything cached on the feed's word invalidated) lets the box see it.
+    std::fs::write(r.host("f.tmp"), "after, longer\n").unwrap();
+    std::fs::rename(r.host("f.tmp"), r.host("f")).unwrap();
+    // `stat` alone: answered from the kernel's cache, which only the fallback invalidates.
+    let t = within(Duration::from_secs(5), || std::fs::metadata(r.m.join("f")).is_ok_and(|m| m.len() == 14));
+    println!("after the feed died, a host edit showed in the box in {t:?} (share TTL 1 s)");
+    assert!(t.is_some(), "a host edit after the feed died stayed stale past the share's TTL");
+}
+
+#[test]
+fn a_forged_feed_changes_nothing_and_is_logged() {
+    let backing = TempDir::new("feed-forged-backing");
+    let mnt = TempDir::new("feed-forged-mnt");
+    let sock_dir = TempDir::new("feed-forged-sock");
+    std::fs::write(backing.join("keep"), "kept\n").unwrap();
+    let sock = sock_dir.join("feed.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    let feed = format!("unix:{}", sock.display());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL, "--feed", &feed]);
+    let (mut conn, _) = listener.accept().expect("seamfs connects to the feed");
+    use std::io::Write;
+    let mut lines: Vec<u8> = b"SEAMFEED 1\n1 c ../../etc/passwd\n2 c /etc/passwd\n3 m a/./b\n4 c %00\n".to_vec();
+    lines.extend(vec![b'x'; 20_000]);
+    lines.extend(b"\n5 r keep\n6 beat\n");
+    conn.write_all(&lines).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !m.log().contains("dropped a malformed change-feed line") {
+        assert!(Instant::now() < deadline, "seamfs never said it dropped the forged lines; log:\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // A forged removal of a file the share has hides nothing.
+    assert_eq!(read(&m.join("keep")).as_deref(), Some("kept\n"));
+    assert!(backing.join("keep").exists());
+    assert!(m.log().contains("change feed live"), "well-formed lines still count: {}", m.log());
+}
