@@ -64,6 +64,10 @@ struct VmBenchArgs {
     /// The guest's virtual CPUs.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
     cpus: u32,
+    /// Run seamd's change feed to the guest's seamfs over a virtio-serial port
+    /// (`seamd run --feed`, `seamfs --feed /dev/virtio-ports/seam.feed`).
+    #[arg(long)]
+    feed: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -147,7 +151,7 @@ fn bench(b: VmBenchArgs, cache: Cache) -> i32 {
             return 2;
         }
     };
-    let opts = seam_lab::vm::bench::VmBenchOptions { files: b.files, runs: b.runs as usize, shares, out: b.out, cache, cpus: b.cpus };
+    let opts = seam_lab::vm::bench::VmBenchOptions { files: b.files, runs: b.runs as usize, shares, out: b.out, cache, cpus: b.cpus, feed: b.feed };
     match seam_lab::vm::bench::run(&opts) {
         Ok(md) => {
             print!("{md}");

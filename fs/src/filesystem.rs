@@ -175,6 +175,7 @@ impl<L: Layer> Filesystem for Core<L> {
     ) {
         let _s = debug_span!("setattr", ino = ino.0, ?mode, ?uid, ?gid, ?size).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), ino.0);
         // The change feed raising the box's watchers: answered as a getattr, the lower untouched.
         let r = if crate::feed::is_poke(req.pid()) && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() {
             Core::getattr(self, ino.0, fh.map(|f| f.0))
@@ -199,18 +200,21 @@ impl<L: Layer> Filesystem for Core<L> {
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         let _s = debug_span!("mknod", parent = parent.0, ?name, mode).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         reply_entry(reply, Core::mknod(self, parent.0, name, mode, umask, rdev, caller(req)));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let _s = debug_span!("mkdir", parent = parent.0, ?name, mode).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("unlink", parent = parent.0, ?name).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         // The change feed telling the box's watchers of a name the host removed (IN_DELETE):
         // the kernel drops its entry; the lower, which lacks the name already, is untouched.
         if crate::feed::is_poke(req.pid()) {
@@ -222,6 +226,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let _s = debug_span!("rmdir", parent = parent.0, ?name).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         if crate::feed::is_poke(req.pid()) {
             return reply.ok();
         }
@@ -231,6 +236,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
         let _s = debug_span!("symlink", parent = parent.0, name = ?link_name).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         reply_entry(reply, Core::symlink(self, parent.0, link_name, target, caller(req)));
     }
 
@@ -246,12 +252,15 @@ impl<L: Layer> Filesystem for Core<L> {
     ) {
         let _s = debug_span!("rename", parent = parent.0, ?name, newparent = newparent.0, ?newname).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
+        crate::feed::touch(req.pid(), newparent.0);
         reply_empty(reply, Core::rename(self, parent.0, name, newparent.0, newname, flags.bits(), req.pid()));
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let _s = debug_span!("link", ino = ino.0, newparent = newparent.0, ?newname).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), newparent.0);
         reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
     }
 
@@ -288,7 +297,7 @@ impl<L: Layer> Filesystem for Core<L> {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -300,6 +309,7 @@ impl<L: Layer> Filesystem for Core<L> {
     ) {
         let _s = debug_span!("write", ino = ino.0, offset, len = data.len()).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), ino.0);
         if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
             if let Err(e) = Core::kill_privs_of_handle(self, fh.0) {
                 return reply.error(e);
@@ -458,6 +468,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let _s = debug_span!("create", parent = parent.0, ?name, mode, flags).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), parent.0);
         match Core::create(self, parent.0, name, mode, umask, flags, caller(req)) {
             Ok((e, o)) => match self.kill_privs_after_open(req.uid(), &o) {
                 Ok(()) => self.reply_created(reply, e, o),
@@ -467,9 +478,10 @@ impl<L: Layer> Filesystem for Core<L> {
         }
     }
 
-    fn fallocate(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
         let _s = debug_span!("fallocate", ino = ino.0, offset, length, mode).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
+        crate::feed::touch(req.pid(), ino.0);
         reply_empty(reply, Core::fallocate(self, fh.0, offset, length, mode));
     }
 

@@ -113,7 +113,7 @@ impl Rig {
             rig.box_dir = top;
             rig.seamfs_log = Some(log);
             if share.seamd {
-                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"))?);
+                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"), &[])?);
             }
         }
         Ok((rig, setup))
@@ -148,7 +148,7 @@ impl Rig {
             rig.seamfs_log = Some(logs.join(format!("seamfs-{}.log", guest.mode.name())));
             rig.guest_seamfs = Some((guest, guest_dir, glog));
             if seamd {
-                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"))?);
+                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"), &[])?);
             }
         }
         Ok(rig)
@@ -203,7 +203,8 @@ impl Rig {
 /// Starts `seamd run HOST`, its output to `log`. It gets SIGKILL if the lab dies first (Ctrl-C
 /// or a crash), so it never outlives the checkout it watches: SIGTERM was seen to stay pending
 /// in a seamd whose checkout was already gone.
-fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
+/// `seamd run HOST EXTRA...`, logging to `log`, killed if the lab dies.
+pub(crate) fn start_seamd(host: &Path, log: &Path, extra: &[String]) -> Result<Child, LabError> {
     let exe = bin_dir()?.join("seamd");
     if !exe.is_file() {
         return Err(LabError::new("find seamd", &exe, "not built (cargo build -p seamd), or run with --no-seamd"));
@@ -211,7 +212,7 @@ fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
     let out = std::fs::File::create(log).map_err(|e| LabError::new("create seamd log", log, e))?;
     let err = out.try_clone().map_err(|e| LabError::new("clone seamd log handle", log, e))?;
     let mut cmd = Command::new(&exe);
-    cmd.arg("run").arg(host).stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.arg("run").arg(host).args(extra).stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -225,7 +226,7 @@ fn start_seamd(host: &Path, log: &Path) -> Result<Child, LabError> {
 }
 
 /// SIGTERM, then SIGKILL if it has not exited within 3 s; reaps it.
-fn stop(mut child: Child, host: &Path) -> Result<(), LabError> {
+pub(crate) fn stop(mut child: Child, host: &Path) -> Result<(), LabError> {
     // SAFETY: kill(2) of our own child, which has not been reaped (so the pid is still its).
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(3);

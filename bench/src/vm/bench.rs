@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::guest::{BootSpec, Guest};
+use super::guest::{BootSpec, Guest, FEED_SOCK, GUEST_FEED};
+use crate::race::rig::{start_seamd, stop};
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::bench::gen;
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
@@ -43,6 +44,8 @@ pub struct VmBenchOptions {
     pub cache: Cache,
     /// The guest's virtual CPUs.
     pub cpus: u32,
+    /// Run seamd's change feed to the guest's seamfs (`seamd run --feed`, `seamfs --feed`).
+    pub feed: bool,
 }
 
 /// One layer in the guest.
@@ -103,10 +106,22 @@ fn run_mode(opts: &VmBenchOptions, mode: ShareMode, repo: &Path) -> Result<Sampl
     std::fs::write(&list, changed.join("\n") + "\n").map_err(|e| LabError::new("write", &list, e))?;
     let initrd = root.join("initramfs.cpio");
     initramfs::build(&opts.cache.kernel()?, &static_dir()?, &initrd)?;
-    let spec = BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus };
+    // seamd listens before the guest boots: qemu connects the feed port to it.
+    let seamd = match opts.feed {
+        true => {
+            let addr = format!("unix:{}", root.join(FEED_SOCK).display());
+            Some(start_seamd(&share.join("seam"), &root.join("seamd.log"), &["--feed".into(), addr])?)
+        }
+        false => None,
+    };
+    let spec = BootSpec { mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus };
     let g = Arc::new(Guest::boot(&opts.cache, &spec)?);
     let layers = [Layer { name: "raw", dir: "/share/raw".into() }, Layer { name: "seamfs", dir: "/share/seam".into() }];
-    let up = g.sh("seamfs-bootstrap up /share/seam --log /tmp/seamfs-bench.log")?;
+    let feed = if opts.feed { format!(" --feed {GUEST_FEED}") } else { String::new() };
+    let up = g.sh(&format!("seamfs-bootstrap up /share/seam --log /tmp/seamfs-bench.log{feed}"))?;
+    if opts.feed {
+        wait_feed_live(&g)?;
+    }
     if up.code != 0 {
         return Err(LabError::new("mount seamfs in the guest", Path::new("/share/seam"), String::from_utf8_lossy(&up.stderr)));
     }
@@ -127,7 +142,26 @@ fn run_mode(opts: &VmBenchOptions, mode: ShareMode, repo: &Path) -> Result<Sampl
         return Err(LabError::new("unmount seamfs in the guest", Path::new("/share/seam"), String::from_utf8_lossy(&down.stderr)));
     }
     Arc::try_unwrap(g).map_err(|_| LabError::new("power off guest", &root, "still in use"))?.shutdown()?;
+    if let Some(s) = seamd {
+        stop(s, &share.join("seam"))?;
+    }
     Ok(samples)
+}
+
+/// Waits (up to 30 s) for the guest's seamfs to log that the change feed is live.
+fn wait_feed_live(g: &Guest) -> Result<(), LabError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = g.sh("grep -c 'change feed live' /tmp/seamfs-bench.log")?;
+        if r.code == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            let log = g.sh("tail -5 /tmp/seamfs-bench.log")?;
+            return Err(LabError::new("wait for the change feed in the guest", Path::new(GUEST_FEED), String::from_utf8_lossy(&log.stdout)));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The first [`CHANGED`] tracked files, in path order.

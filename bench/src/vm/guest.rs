@@ -28,6 +28,12 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 const MEM_MIB: u32 = 2048;
 
 /// What to boot.
+/// The host end of the guest's change-feed port, in the run dir: `seamd run --feed unix:…`.
+pub const FEED_SOCK: &str = "feed.sock";
+/// The guest end, as udev would name it (the init makes the link).
+pub const GUEST_FEED: &str = "/dev/virtio-ports/seam.feed";
+
+/// What to boot.
 #[derive(Debug, Clone)]
 pub struct BootSpec {
     /// The share mode.
@@ -127,6 +133,10 @@ impl Guest {
         qemu.arg("-append").arg(format!("console=ttyS0 panic=-1 loglevel=4 seam.share={}", spec.mode.name()));
         qemu.args(["-device", "virtio-serial-pci", "-chardev"]).arg(format!("socket,id=ctl,path={},server=on,wait=off", ctl.display()));
         qemu.args(["-device", "virtserialport,chardev=ctl,name=seam.ctl"]);
+        // The change feed's port: qemu connects (and reconnects) to seamd's `unix:` feed at
+        // FEED_SOCK in the run dir; the guest reads `/dev/virtio-ports/seam.feed`.
+        qemu.arg("-chardev").arg(format!("socket,id=feed,path={},reconnect=1", run.join(FEED_SOCK).display()));
+        qemu.args(["-device", "virtserialport,chardev=feed,name=seam.feed"]);
         if spec.mode.is_virtiofs() {
             let sock = run.join("virtiofs.sock");
             let _ = std::fs::remove_file(&sock);

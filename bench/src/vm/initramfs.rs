@@ -36,6 +36,9 @@ case "$share" in
   9p-mmap) mount -t 9p -o trans=virtio,version=9p2000.L,cache=mmap,msize=512000 share /share ;;
   *) false ;;
 esac && echo "seam-init: share $share mounted on /share" || echo "seam-init: could not mount share '$share'"
+# udev's /dev/virtio-ports/NAME links (the agent's and the change feed's ports).
+mkdir -p /dev/virtio-ports
+for p in /sys/class/virtio-ports/*; do [ -e "$p/name" ] && ln -sf "/dev/${p##*/}" "/dev/virtio-ports/$(cat "$p/name")"; done
 seam-box-agent
 echo "seam-init: agent exited $?"
 sync

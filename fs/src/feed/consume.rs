@@ -130,20 +130,29 @@ impl Consumer {
     fn apply(&self, kind: Kind, rel: &Path) {
         let Some(name) = rel.file_name() else { return };
         let parent_rel = rel.parent().unwrap_or(Path::new(""));
-        self.shared.lower().refresh(&cpath(rel));
         let parent = self.shared.node_of(parent_rel);
-        if kind == Kind::Remove {
-            self.raise_delete(parent_rel, rel);
+        let seen = self.shared.node_of(rel);
+        // The echo of the box's own change (`ECHO_WINDOW`): the kernel's copy is dropped, nothing more.
+        let echo = parent.is_some_and(super::box_touched) || seen.is_some_and(super::box_touched);
+        let mut node = seen;
+        if !echo {
+            self.shared.lower().refresh(&cpath(rel));
+            node = self.shared.node_of(rel);
+            if kind == Kind::Remove {
+                self.raise_delete(parent_rel, rel);
+            }
         }
         if let Some(p) = parent {
             self.shared.forget_listing(p);
             let _ = self.notifier.inval_entry(INodeNo(p), name);
         }
         if kind != Kind::Remove {
-            if let Some(id) = self.shared.node_of(rel) {
+            if let Some(id) = node {
                 let _ = self.notifier.inval_inode(INodeNo(id), 0, 0);
             }
-            self.raise_change(rel);
+            if !echo {
+                self.raise_change(rel);
+            }
         }
     }
 

@@ -12,7 +12,10 @@ pub mod lines;
 pub mod proto;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
 
 pub use addr::FeedAddr;
 
@@ -44,7 +47,43 @@ pub fn is_poke(pid: u32) -> bool {
 }
 
 fn mark_poker() {
+    track_touches();
     // SAFETY: gettid has no failure mode.
     let tid = unsafe { libc::gettid() } as u32;
     POKER.store(tid, Ordering::Relaxed);
+}
+
+/// A message about a node the box itself changed this recently is taken for the echo of that
+/// change (the host's watcher saw the box's write through the share): seamfs drops what the
+/// kernel cached of it, but skips the share refresh and the watcher poke, which in a guest cost
+/// round trips per file (a `git checkout` of 10,000 files would echo 10,000 times). A real host
+/// edit in that window is then seen within the share's own TTL, never later.
+pub const ECHO_WINDOW: Duration = Duration::from_secs(2);
+
+/// Past this many remembered nodes the old ones are dropped.
+const MAX_TOUCHED: usize = 65_536;
+
+/// Nodes (and parent directories) the box changed, when; only kept while a feed is configured.
+static TOUCHED: OnceLock<DashMap<u64, Instant>> = OnceLock::new();
+
+/// A box operation by `pid` changed node `id` (a file's data or attributes, a directory's
+/// names). The feed's own pokes are not the box's.
+pub fn touch(pid: u32, id: u64) {
+    let Some(t) = TOUCHED.get() else { return };
+    if is_poke(pid) {
+        return;
+    }
+    if t.len() >= MAX_TOUCHED {
+        t.retain(|_, at| at.elapsed() < ECHO_WINDOW);
+    }
+    t.insert(id, Instant::now());
+}
+
+/// True when the box changed node `id` within [`ECHO_WINDOW`].
+pub fn box_touched(id: u64) -> bool {
+    TOUCHED.get().and_then(|t| t.get(&id).map(|at| at.elapsed() < ECHO_WINDOW)).unwrap_or(false)
+}
+
+fn track_touches() {
+    let _ = TOUCHED.set(DashMap::new());
 }

@@ -308,3 +308,20 @@ fn a_forged_feed_changes_nothing_and_is_logged() {
     assert!(backing.join("keep").exists());
     assert!(m.log().contains("change feed live"), "well-formed lines still count: {}", m.log());
 }
+
+#[test]
+fn a_host_edit_right_after_the_box_s_own_is_seen_within_the_share_ttl() {
+    let r = Rig::new(true);
+    let f = r.m.join("src/a.txt");
+    // The box writes; the host's watcher sees that write through the share and sends it back
+    // (an echo, ECHO_WINDOW): then the host writes the same file at once.
+    std::fs::write(&f, "box\n").unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(size(&f), Some(4));
+    std::fs::write(r.host("src/a.txt.tmp"), "host, right after\n").unwrap();
+    std::fs::rename(r.host("src/a.txt.tmp"), r.host("src/a.txt")).unwrap();
+    let t = within(Duration::from_secs(3), || size(&f) == Some(18));
+    println!("host edit 50 ms after the box's own write seen by stat in {t:?} (work-tree TTL {TTL} s, feed live)");
+    assert!(t.is_some(), "a host edit inside the echo window stayed stale (the kernel's copy must still be dropped)");
+    assert_eq!(read(&f).as_deref(), Some("host, right after\n"));
+}
