@@ -18,7 +18,7 @@ use seamd::run::{run, RunOptions};
 /// 2 bad arguments; 3 the checkout cannot be used (not openable, `.git` missing, a file or a
 /// link); 4 run hit an I/O error or could not restore an index (the log line says which).
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = env!("SEAM_VERSION"), about)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -21,7 +21,7 @@ use seam_git::{install, is_hook, HOOKS};
 /// hook's (128+N when a signal N ended it). install-hooks: 0 done; 1 something is in the way
 /// or a filesystem call failed (the message names the path); 2 bad arguments.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about)]
+#[command(version = env!("SEAM_VERSION"), about, long_about)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
