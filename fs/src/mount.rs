@@ -356,18 +356,22 @@ fn seamfs_mount_at(path: &Path) -> Result<(PathBuf, MountEntry), MountError> {
     }
 }
 
+/// True once every thread of `pid` has exited (a killed or exiting process's leader turns
+/// zombie before its other threads are done, and the mount's fds go with the last one).
+fn gone(pid: u32) -> bool {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0);
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+        .unwrap_or(true);
+    threads == 0 || (threads == 1 && zombie)
+}
+
 /// Waits up to 10 s for `pid` to be gone, so a caller that unmounts and then mounts again, or
 /// a service manager, does not find the old daemon still finishing.
 fn wait_gone(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while Path::new(&format!("/proc/{pid}")).exists() && Instant::now() < deadline {
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
-            .unwrap_or(true);
-        if zombie {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    while !gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -106,3 +106,57 @@ fn over_shows_the_dirs_own_content() {
     assert_eq!(git.run(&dir, &["rev-list", "--count", "HEAD"]).trim(), "2");
     git.fsck(&dir);
 }
+
+#[test]
+fn mountpoint_inside_the_lower() {
+    let t = TempDir::new("bad-inside");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("lower/mnt");
+    let r = refused(&[&"mount", &lower, &mnt], &mnt, &mnt);
+    assert!(r.stderr.contains("inside the lower"), "{r}");
+}
+
+#[test]
+fn bad_log_path_is_named() {
+    let t = TempDir::new("bad-log");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let log = t.join("no-such-dir/seamfs.log");
+    let r = refused(&[&"mount", &lower, &mnt, &"--log", &log], &log, &mnt);
+    assert!(r.stderr.contains("open log"), "{r}");
+}
+
+#[test]
+fn zero_threads() {
+    let t = TempDir::new("bad-threads");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let args: Vec<OsString> = vec!["mount".into(), lower.into(), mnt.clone().into(), "--threads".into(), "0".into()];
+    let r = seamfs_cmd(&args);
+    if procfs::is_mounted(&mnt) {
+        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.clone().into()]);
+        panic!("mounted with --threads 0:\n{r}");
+    }
+    assert_eq!(r.code(), Some(2), "{r}");
+    assert!(r.stderr.contains("--threads"), "{r}");
+}
+
+#[test]
+fn not_root_says_why() {
+    let t = TempDir::new("bad-nonroot");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let r = seam_tests::run::run(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .arg(seam_tests::bins::seamfs())
+            .arg("mount")
+            .args([&lower, &mnt]),
+    );
+    if procfs::is_mounted(&mnt) {
+        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.clone().into()]);
+        panic!("mounted as nobody:\n{r}");
+    }
+    assert_eq!(r.code(), Some(2), "{r}");
+    assert!(r.stderr.contains("needs root") && r.stderr.contains(&*mnt.to_string_lossy()), "{r}");
+}

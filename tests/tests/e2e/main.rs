@@ -14,6 +14,7 @@ mod posix;
 mod scale;
 mod hostbox;
 mod index_split;
+mod lifecycle;
 mod locks;
 mod refmoves;
 mod shim;
