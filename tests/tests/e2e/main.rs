@@ -16,6 +16,7 @@ mod hostbox;
 mod index_split;
 mod lifecycle;
 mod locks;
+mod mount_helper;
 mod refmoves;
 mod shim;
 mod heal;
