@@ -19,5 +19,6 @@ mod locks;
 mod mount_helper;
 mod refmoves;
 mod shim;
+mod static_bins;
 mod heal;
 mod races;
