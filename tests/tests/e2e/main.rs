@@ -5,6 +5,7 @@
 //! `seam_tests::Mount` guard, unmounted even when a test fails.
 
 mod bad_input;
+mod box_doctor;
 mod crash;
 mod freshness;
 mod git_parity;
