@@ -389,7 +389,8 @@ pub fn unmount_seamfs(path: &Path) -> Result<Unmounted, MountError> {
             Ok(Unmounted::Clean)
         }
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-            let inside = users::users_of(&abs);
+            // The daemon holds the lower open (under --over at this very path): not a user.
+            let inside: Vec<User> = users::users_of(&abs).into_iter().filter(|u| Some(u.pid) != probe.pid()).collect();
             umount2(&abs, libc::MNT_DETACH).map_err(|e| MountError::io("unmount", &abs, e, exit::UNMOUNT))?;
             Ok(Unmounted::Lazily(inside))
         }

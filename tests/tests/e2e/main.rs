@@ -21,5 +21,6 @@ mod mount_helper;
 mod refmoves;
 mod shim;
 mod static_bins;
+mod units;
 mod heal;
 mod races;
