@@ -75,7 +75,13 @@ fn box_unit_start_stop_cycles_while_git_runs() {
     }
     drop(looping);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(!log_text.contains(" ERROR "), "errors in the daemon's log:\n{log_text}");
+    // A lookup the loop's git had in flight when the unmount went through is dropped by the
+    // kernel with the connection; fuser then logs that its answer found no request. Benign.
+    let errors: Vec<&str> = log_text
+        .lines()
+        .filter(|l| l.contains(" ERROR ") && !l.contains("Failed to send FUSE reply: No such file or directory"))
+        .collect();
+    assert!(errors.is_empty(), "errors in the daemon's log: {errors:#?}");
     git.fsck(backing.path());
     let n: u32 = git.run(backing.path(), &["rev-list", "--count", "HEAD"]).trim().parse().expect("a count");
     assert_eq!(n, 11, "one commit a cycle through the mount, and the base");
