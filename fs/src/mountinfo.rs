@@ -58,10 +58,14 @@ fn parse_line(line: &str) -> Option<MountEntry> {
     })
 }
 
+/// The mounts in mountinfo text, in mount order (unparsable lines skipped).
+pub fn parse(text: &str) -> Vec<MountEntry> {
+    text.lines().filter_map(parse_line).collect()
+}
+
 /// Every mount this process sees, in mount order.
 pub fn mounts() -> std::io::Result<Vec<MountEntry>> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
-    Ok(text.lines().filter_map(parse_line).collect())
+    Ok(parse(&std::fs::read_to_string("/proc/self/mountinfo")?))
 }
 
 /// The topmost mount at exactly `path` (absolute, no trailing slash), if any.
@@ -71,9 +75,13 @@ pub fn mount_at(path: &Path) -> Option<MountEntry> {
 
 /// The mount `path` (absolute, canonical) is on: the topmost one at the longest prefix.
 pub fn containing(path: &Path) -> Option<MountEntry> {
-    let all = mounts().ok()?;
+    containing_in(&mounts().ok()?, path)
+}
+
+/// [`containing`] among `all` (in mount order: the kernel stacks later mounts on top).
+pub fn containing_in(all: &[MountEntry], path: &Path) -> Option<MountEntry> {
     let best = all.iter().filter(|m| path.starts_with(&m.target)).map(|m| m.target.components().count()).max()?;
-    all.into_iter().rev().find(|m| path.starts_with(&m.target) && m.target.components().count() == best)
+    all.iter().rev().find(|m| path.starts_with(&m.target) && m.target.components().count() == best).cloned()
 }
 
 /// `path` made absolute without touching it (a dead mount cannot be stat'ed): the parent is
