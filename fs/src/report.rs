@@ -73,6 +73,8 @@ pub fn json_str(v: &str) -> String {
             '"' => s.push_str("\\\""),
             '\\' => s.push_str("\\\\"),
             '\n' => s.push_str("\\n"),
+            '\r' => s.push_str("\\r"),
+            '\t' => s.push_str("\\t"),
             c if (c as u32) < 0x20 => {
                 let _ = write!(s, "\\u{:04x}", c as u32);
             }

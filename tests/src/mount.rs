@@ -213,6 +213,18 @@ fn umount(mnt: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Detaches every mount of type `fstype` stacked at `path` (a guard's cleanup of a mount the
+/// test made by other means than [`Mount`]).
+pub fn detach_all(path: &Path, fstype: &str) {
+    while procfs::mount_at(path).is_some_and(|m| m.fstype == fstype) {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL in a mount path");
+        // SAFETY: valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+            break;
+        }
+    }
+}
+
 /// The passthrough mode that mount options `extra` ask for, as test reports name it.
 pub fn mode_name(extra: &[&str]) -> &'static str {
     if extra.contains(&"--no-passthrough") {

@@ -14,14 +14,20 @@ use seam_tests::{procfs, Git, Mount, TempDir};
 fn refused(args: &[&dyn AsRef<std::ffi::OsStr>], path: &Path, mnt: &Path) -> Ran {
     let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_os_string()).collect();
     let r = seamfs_cmd(&args);
-    if procfs::is_mounted(mnt) {
-        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.as_os_str().to_os_string()]);
-        panic!("seamfs mounted {} although it should have refused:\n{r}", mnt.display());
-    }
+    assert_not_mounted(mnt, &r);
     assert_eq!(r.code(), Some(2), "expected exit code 2:\n{r}");
     assert!(r.stderr.contains(&*path.to_string_lossy()), "stderr should name {}:\n{r}", path.display());
     assert!(r.stderr.lines().count() <= 3, "a short, clear message expected:\n{r}");
     r
+}
+
+/// Panics when `r` mounted `mnt` after all, unmounting it first so nothing is left behind.
+#[track_caller]
+fn assert_not_mounted(mnt: &Path, r: &Ran) {
+    if procfs::is_mounted(mnt) {
+        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.as_os_str().to_os_string()]);
+        panic!("seamfs mounted {} although it should have refused:\n{r}", mnt.display());
+    }
 }
 
 #[test]
@@ -133,10 +139,7 @@ fn zero_threads() {
     let mnt = t.subdir("mnt");
     let args: Vec<OsString> = vec!["mount".into(), lower.into(), mnt.clone().into(), "--threads".into(), "0".into()];
     let r = seamfs_cmd(&args);
-    if procfs::is_mounted(&mnt) {
-        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.clone().into()]);
-        panic!("mounted with --threads 0:\n{r}");
-    }
+    assert_not_mounted(&mnt, &r);
     assert_eq!(r.code(), Some(2), "{r}");
     assert!(r.stderr.contains("--threads"), "{r}");
 }
@@ -153,10 +156,7 @@ fn not_root_says_why() {
             .arg("mount")
             .args([&lower, &mnt]),
     );
-    if procfs::is_mounted(&mnt) {
-        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.clone().into()]);
-        panic!("mounted as nobody:\n{r}");
-    }
+    assert_not_mounted(&mnt, &r);
     assert_eq!(r.code(), Some(2), "{r}");
     assert!(r.stderr.contains("needs root") && r.stderr.contains(&*mnt.to_string_lossy()), "{r}");
 }

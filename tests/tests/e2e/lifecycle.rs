@@ -122,13 +122,7 @@ impl Tmpfs {
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        while procfs::mount_at(&self.0).is_some_and(|m| m.fstype == "tmpfs") {
-            let c = seam_tests::sys::cpath(&self.0);
-            // SAFETY: valid C string; the tmpfs this test mounted.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                break;
-            }
-        }
+        seam_tests::mount::detach_all(&self.0, "tmpfs");
     }
 }
 

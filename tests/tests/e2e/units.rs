@@ -104,12 +104,6 @@ struct Stopped(PathBuf);
 
 impl Drop for Stopped {
     fn drop(&mut self) {
-        while procfs::mount_at(&self.0).is_some_and(|m| m.fstype == "fuse.seamfs") {
-            let c = seam_tests::sys::cpath(&self.0);
-            // SAFETY: valid C string; the seamfs mount this test started.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                break;
-            }
-        }
+        seam_tests::mount::detach_all(&self.0, "fuse.seamfs");
     }
 }
