@@ -72,7 +72,7 @@ struct MountArgs {
     /// How long a box lock create waits behind a host-held lock before EEXIST, in ms [default: 1000].
     #[arg(long)]
     lock_wait_ms: Option<u64>,
-    /// How long a first touch of `index` retries a shared index that reads missing, in ms.
+    /// How long a first touch of `index` retries a shared index that reads missing, in ms [default: 2000].
     #[arg(long)]
     shared_index_wait_ms: Option<u64>,
     /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
