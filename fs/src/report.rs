@@ -118,7 +118,7 @@ mod tests {
     fn escapes_and_keeps_field_names() {
         assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
         let r = Finding { kind: "old-lock", severity: Severity::Warn, at: "x".into(), found: "f".into(), recovery: "r".into() };
-        let j = json("seamd doctor", "/c", &[r.clone()]);
+        let j = json("seamd doctor", "/c", std::slice::from_ref(&r));
         assert!(j.contains("\"kind\":\"old-lock\",\"severity\":\"warn\",\"at\":\"x\",\"found\":\"f\",\"recovery\":\"r\""), "{j}");
         assert!(j.contains("\"worst\":\"warn\""), "{j}");
         assert!(human(&[r]).contains("fix: r"));
