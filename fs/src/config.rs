@@ -3,11 +3,17 @@
 //! A deliberately small subset of TOML: `key = value` lines, `#` comments, booleans, numbers and
 //! quoted strings. Unknown keys and malformed lines are errors that name the file and line.
 //!
+//! Each key is one `seamfs mount` flag and one `-o` option (`options::OPTIONS`); a flag wins.
+//!
 //! ```toml
 //! index_split = false        # the box uses the shared index (default true)
 //! ttl = 1.0                  # work-tree cache TTL in seconds (default 1)
-//! feed = unix:/run/seamd.feed # host change feed (unix:PATH, vsock:CID:PORT or a device path)
+//! feed = "unix:/run/seamd.feed"  # host change feed (unix:PATH, vsock:CID:PORT or a device)
 //! shared_index_wait_ms = 2000  # how long a first touch retries a missing shared index
+//! lock_wait_ms = 1000        # wait behind a host-held lock (default 1000)
+//! passthrough = false        # never use FUSE passthrough (default true)
+//! threads = 4                # FUSE worker threads (default 4)
+//! log = "/var/log/seamfs.log"  # the daemon's log (default none)
 //! ```
 
 use std::fmt;
@@ -22,8 +28,26 @@ pub struct FileConfig {
     pub ttl: Option<f64>,
     /// `shared_index_wait_ms`.
     pub shared_index_wait_ms: Option<u64>,
+    /// `lock_wait_ms`.
+    pub lock_wait_ms: Option<u64>,
+    /// `passthrough`.
+    pub passthrough: Option<bool>,
+    /// `threads` (1 to 256).
+    pub threads: Option<usize>,
+    /// `log`.
+    pub log: Option<PathBuf>,
     /// `feed`: the host change feed's address (`crate::feed::FeedAddr`).
     pub feed: Option<crate::feed::FeedAddr>,
+}
+
+const KEYS: &str = "index_split, ttl, shared_index_wait_ms, lock_wait_ms, passthrough, threads, log, feed";
+
+fn boolean(n: usize, k: &str, v: &str) -> Result<bool, (usize, String)> {
+    v.parse().map_err(|_| (n, format!("{k} must be true or false, not `{v}`")))
+}
+
+fn whole(n: usize, k: &str, v: &str) -> Result<u64, (usize, String)> {
+    v.parse().map_err(|_| (n, format!("{k} must be a whole number, not `{v}`")))
 }
 
 /// A config file problem, with the file and line.
@@ -67,7 +91,17 @@ pub fn parse(text: &str) -> Result<FileConfig, (usize, String)> {
         let (k, v) = line.split_once('=').ok_or((n, format!("expected `key = value`, found `{line}`")))?;
         let (k, v) = (k.trim(), v.trim());
         match k {
-            "index_split" => c.index_split = Some(v.parse().map_err(|_| (n, format!("index_split must be true or false, not `{v}`")))?),
+            "index_split" => c.index_split = Some(boolean(n, k, v)?),
+            "passthrough" => c.passthrough = Some(boolean(n, k, v)?),
+            "lock_wait_ms" => c.lock_wait_ms = Some(whole(n, k, v)?),
+            "threads" => match whole(n, k, v)? {
+                t @ 1..=256 => c.threads = Some(t as usize),
+                _ => return Err((n, "threads must be between 1 and 256".into())),
+            },
+            "log" => match v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                Some(p) if !p.is_empty() => c.log = Some(PathBuf::from(p)),
+                _ => return Err((n, format!("log must be a quoted path, not `{v}`"))),
+            },
             "ttl" => {
                 let t: f64 = v.parse().map_err(|_| (n, format!("ttl must be a number of seconds, not `{v}`")))?;
                 if !(0.0..=3600.0).contains(&t) {
@@ -75,11 +109,12 @@ pub fn parse(text: &str) -> Result<FileConfig, (usize, String)> {
                 }
                 c.ttl = Some(t);
             }
-            "shared_index_wait_ms" => {
-                c.shared_index_wait_ms = Some(v.parse().map_err(|_| (n, format!("shared_index_wait_ms must be a whole number, not `{v}`")))?)
-            }
-            "feed" => c.feed = Some(v.trim_matches('"').parse().map_err(|e| (n, format!("feed: {e}")))?),
-            _ => return Err((n, format!("unknown key `{k}` (known: index_split, ttl, shared_index_wait_ms, feed)"))),
+            "shared_index_wait_ms" => c.shared_index_wait_ms = Some(whole(n, k, v)?),
+            "feed" => match v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                Some(a) => c.feed = Some(a.parse().map_err(|e| (n, format!("feed: {e}")))?),
+                None => return Err((n, format!("feed must be a quoted address (\"unix:/run/seamd.feed\"), not `{v}`"))),
+            },
+            _ => return Err((n, format!("unknown key `{k}` (known: {KEYS})"))),
         }
     }
     Ok(c)
@@ -99,10 +134,15 @@ mod tests {
     #[test]
     fn parses_known_keys_and_refuses_the_rest() {
         let c = parse("# box\nindex_split = false\nttl = 0.5 # short\n\nshared_index_wait_ms = 100\n").unwrap();
-        assert_eq!(c, FileConfig { index_split: Some(false), ttl: Some(0.5), shared_index_wait_ms: Some(100), feed: None });
-        let c = parse("feed = unix:/run/seamd.feed\n").unwrap();
+        assert_eq!(c, FileConfig { index_split: Some(false), ttl: Some(0.5), shared_index_wait_ms: Some(100), ..Default::default() });
+        let c = parse("lock_wait_ms = 300\npassthrough = false\nthreads = 2\nlog = \"/var/log/s.log\"\n").unwrap();
+        assert_eq!((c.lock_wait_ms, c.passthrough, c.threads), (Some(300), Some(false), Some(2)));
+        assert_eq!(c.log.as_deref(), Some(Path::new("/var/log/s.log")));
+        assert!(parse("threads = 0").is_err());
+        assert!(parse("log = /unquoted").is_err());
+        let c = parse("feed = \"unix:/run/seamd.feed\"\n").unwrap();
         assert_eq!(c.feed, Some(crate::feed::FeedAddr::Unix("/run/seamd.feed".into())));
-        assert!(parse("feed = tcp:1:2").is_err());
+        assert!(parse("feed = \"tcp:1:2\"").is_err());
         assert_eq!(parse("index_split = maybe").unwrap_err().0, 1);
         assert_eq!(parse("\nfoo = 1").unwrap_err().0, 2);
         assert!(parse("ttl = 99999").is_err());

@@ -23,9 +23,21 @@ impl Notify {
     }
 }
 
+/// Opens the daemon's log for appending, before the fork, so a bad path is the caller's
+/// error (exit 2, naming the log) and not a daemon that dies unheard.
+pub fn open_log(path: &std::path::Path) -> Result<File, crate::mount::MountError> {
+    File::options().create(true).append(true).open(path).map_err(|e| {
+        crate::mount::MountError::usage(
+            "open log",
+            path,
+            format!("{e}: give --log a file in an existing, writable directory"),
+        )
+    })
+}
+
 /// In the parent: `Err(code)` after printing the child's error, or `Ok(None)` on success
-/// (the parent should exit 0). In the child: `Ok(Some(notify))`.
-pub fn daemonize(log: Option<&std::path::Path>) -> std::io::Result<Option<Notify>> {
+/// (the parent should exit 0). In the child: `Ok(Some(notify))`, stdout and stderr on `log`.
+pub fn daemonize(log: Option<File>) -> std::io::Result<Option<Notify>> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: out-array of two fds.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -37,6 +49,8 @@ pub fn daemonize(log: Option<&std::path::Path>) -> std::io::Result<Option<Notify
         return Err(std::io::Error::last_os_error());
     }
     if pid > 0 {
+        // The parent only waits: Ctrl-C must still end it.
+        crate::signals::unblock();
         // SAFETY: the fds are ours.
         unsafe { libc::close(fds[1]) };
         let mut r = unsafe { File::from_raw_fd(fds[0]) };
@@ -62,10 +76,10 @@ pub fn daemonize(log: Option<&std::path::Path>) -> std::io::Result<Option<Notify
     Ok(Some(Notify(unsafe { File::from_raw_fd(fds[1]) })))
 }
 
-fn redirect_stdio(log: Option<&std::path::Path>) -> std::io::Result<()> {
+fn redirect_stdio(log: Option<File>) -> std::io::Result<()> {
     let null = File::options().read(true).write(true).open("/dev/null")?;
     let out = match log {
-        Some(p) => File::options().create(true).append(true).open(p)?,
+        Some(f) => f,
         None => null.try_clone()?,
     };
     use std::os::fd::AsRawFd;

@@ -12,7 +12,8 @@
 //! - [`core`]: every FUSE operation as a plain function returning `Result<_, Errno>`.
 //! - [`heal`]: the heal of a stale index after the other side's commit, and its proposals.
 //! - [`filesystem`]: the thin `fuser::Filesystem` glue.
-//! - [`mount`], [`daemon`]: mounting, serving, unmounting, daemonising.
+//! - [`mount`], [`daemon`], [`signals`]: mounting, serving, unmounting, daemonising.
+//! - [`mountinfo`], [`status`], [`users`]: what is mounted where, who serves it, who uses it.
 //!
 //! # Limitations
 //! - Git dirs are recognised by name (`.git`, `worktrees/<n>`, `modules/<n>`); bare repositories
@@ -39,9 +40,16 @@ mod lower_at;
 pub mod lower_cache;
 pub mod lower_path;
 pub mod mount;
+pub mod mountinfo;
+pub mod options;
 pub mod policy;
 pub mod recent_refresh;
 pub mod refresh_scope;
+pub mod report;
+pub mod doctor;
+pub mod signals;
+pub mod status;
+pub mod users;
 
 /// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
 pub fn init_logging(default: &str) {

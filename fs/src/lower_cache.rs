@@ -24,37 +24,9 @@ pub fn stale_pages(_dir_fd: RawFd, dir: &Path) -> Option<String> {
     (fstype == "9p").then(|| cache_mode(&opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"))
 }
 
-/// The filesystem type and super options of the mount `path` is on (the longest mount point
-/// that contains it; the last such mount wins, as the kernel stacks them).
+/// The filesystem type and super options of the mount `path` is on.
 fn mount_of(info: &str, path: &Path) -> Option<(String, String)> {
-    let mut best: Option<(usize, String, String)> = None;
-    for line in info.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = f.iter().position(|x| *x == "-") else { continue };
-        let (Some(mp), Some(fstype), Some(opts)) = (f.get(4), f.get(dash + 1), f.get(dash + 3)) else { continue };
-        let mp = unescape(mp);
-        if path.starts_with(&mp) && best.as_ref().is_none_or(|(len, _, _)| mp.len() >= *len) {
-            best = Some((mp.len(), fstype.to_string(), opts.to_string()));
-        }
-    }
-    best.map(|(_, t, o)| (t, o))
-}
-
-/// mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::mountinfo::containing_in(&crate::mountinfo::parse(info), path).map(|m| (m.fstype, m.options))
 }
 
 /// 9p's cache mode among its super options: `cache=loose` in newer kernels, a bare `loose` (or

@@ -1,6 +1,8 @@
-//! The `seamfs` binary: mount and unmount. All logic lives in the library.
+//! The `seamfs` binary: mount, unmount, doctor. Also the mount(8) helper when run as
+//! `mount.fuse.seamfs` or `mount.seamfs`. All logic lives in the library.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -8,15 +10,17 @@ use seamfs::config::{self, FileConfig};
 use seamfs::core::{Core, CoreOptions};
 use seamfs::layer::GitLayer;
 use seamfs::lower::Lower;
-use seamfs::mount::{self, exit, MountError, MountOptions};
+use seamfs::mount::{self, exit, MountError, MountOptions, Unmounted};
 use seamfs::policy::{Class, Ttls};
 
 /// seamfs: share a git checkout between a host and a VM without losing anything.
 ///
 /// Exit codes: 0 success; 2 bad arguments or bad input (missing lower, lower not a directory,
-/// mountpoint not empty); 3 the mount failed; 4 the unmount failed.
+/// mountpoint not empty, inside the lower or already a seamfs mount, not root, not a seamfs
+/// mount to unmount); 3 the mount failed; 4 the unmount failed. As `mount.fuse.seamfs`, the
+/// mount(8) helper: `mount -t fuse.seamfs LOWER MNT -o ttl=1,...`.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about = None)]
+#[command(version = env!("SEAM_VERSION"), about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -26,11 +30,14 @@ struct Cli {
 enum Cmd {
     /// Mount LOWER on MOUNTPOINT, or over DIR itself with --over.
     Mount(MountArgs),
-    /// Unmount a seamfs mount (also clears one whose daemon died).
+    /// Unmount a seamfs mount (only seamfs; also clears one whose daemon died).
     Umount {
         /// The mountpoint.
         mountpoint: PathBuf,
     },
+    /// Check a seamfs mount from inside the box: up and answering, data path, the share,
+    /// seam-git as core.hooksPath, git's version, the index split. Exit 1 when a check fails.
+    Doctor(seamfs::doctor::DoctorArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -41,7 +48,7 @@ struct MountArgs {
     /// The directory to serve (the share as the box sees it).
     #[arg(required_unless_present = "over")]
     lower: Option<PathBuf>,
-    /// Where to mount it (an empty directory).
+    /// Where to mount it (an empty directory outside the lower).
     #[arg(required_unless_present = "over")]
     mountpoint: Option<PathBuf>,
     /// Stay in the foreground and log to stderr.
@@ -50,21 +57,24 @@ struct MountArgs {
     /// Never use FUSE passthrough for file data (what a kernel before 6.9 gets anyway).
     #[arg(long)]
     no_passthrough: bool,
-    /// Kernel cache TTL for the work tree, in seconds: no longer than the share's own.
+    /// Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share's own [default: 1].
     #[arg(long)]
     ttl: Option<f64>,
-    /// Worker threads.
-    #[arg(long, default_value_t = 4)]
-    threads: usize,
+    /// FUSE worker threads (1-256) [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    threads: Option<u64>,
     /// Log file for the daemon (default: no log once daemonised).
     #[arg(long)]
     log: Option<PathBuf>,
     /// Let the box use the shared index instead of its own `index-box`.
     #[arg(long)]
     no_index_split: bool,
-    /// How long a box lock create waits behind a host-held lock before EEXIST, in ms.
-    #[arg(long, default_value_t = 1000)]
-    lock_wait_ms: u64,
+    /// How long a box lock create waits behind a host-held lock before EEXIST, in ms [default: 1000].
+    #[arg(long)]
+    lock_wait_ms: Option<u64>,
+    /// How long a first touch of `index` retries a shared index that reads missing, in ms [default: 2000].
+    #[arg(long)]
+    shared_index_wait_ms: Option<u64>,
     /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -76,23 +86,79 @@ struct MountArgs {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    let code = match cli.cmd {
-        Cmd::Mount(a) => run_mount(a),
-        Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
-    };
-    match code {
-        Ok(c) => std::process::exit(c),
+    // Before any thread exists: every thread then starts with them blocked (one handles them).
+    seamfs::signals::block();
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let code = match run(args) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("seamfs: {e}");
-            std::process::exit(e.code);
+            e.code
         }
+    };
+    std::process::exit(code);
+}
+
+fn run(args: Vec<OsString>) -> Result<i32, MountError> {
+    let argv0 = args.first().map(|a| Path::new(a).file_name().unwrap_or_default().to_os_string()).unwrap_or_default();
+    let args = if argv0 == "mount.fuse.seamfs" || argv0 == "mount.seamfs" {
+        match seamfs::options::helper_argv(&args[1..])? {
+            Some(rest) => std::iter::once(OsString::from("seamfs")).chain(rest).collect(),
+            None => return Ok(exit::OK),
+        }
+    } else {
+        expand_dash_o(args)?
+    };
+    let cli = Cli::parse_from(args);
+    match cli.cmd {
+        Cmd::Mount(a) => run_mount(a),
+        Cmd::Umount { mountpoint } => run_umount(&mountpoint),
+        Cmd::Doctor(a) => Ok(seamfs::doctor::main(&a)),
     }
 }
 
+/// `seamfs mount ... -o a,b=c ...`: the options as the flags they name (`options::OPTIONS`).
+fn expand_dash_o(args: Vec<OsString>) -> Result<Vec<OsString>, MountError> {
+    if args.get(1).is_none_or(|a| a != "mount") {
+        return Ok(args);
+    }
+    let mut out = Vec::with_capacity(args.len());
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        let opts = match a.to_str() {
+            Some("-o") => it.next().map(|v| v.to_string_lossy().into_owned()).unwrap_or_default(),
+            Some(s) if s.starts_with("-o") => s[2..].to_string(),
+            _ => {
+                out.push(a);
+                continue;
+            }
+        };
+        let (flags, over) = seamfs::options::expand(&opts, false, Path::new("-o"))?;
+        if over {
+            return Err(MountError::usage("parse -o", Path::new("over"), "on the command line, say `--over DIR`"));
+        }
+        out.extend(flags);
+    }
+    Ok(out)
+}
+
+fn run_umount(mnt: &Path) -> Result<i32, MountError> {
+    match mount::unmount_seamfs(mnt)? {
+        Unmounted::Clean => {}
+        Unmounted::Dead => eprintln!("seamfs: {}: its daemon had died; cleared the dead mount", mnt.display()),
+        Unmounted::Lazily(users) => eprintln!(
+            "seamfs: {} was busy: detached it lazily; it is gone from the directory tree, and its daemon \
+             serves the processes still inside until they let go{}",
+            mnt.display(),
+            if users.is_empty() { String::new() } else { format!(": {}", seamfs::users::describe(&users, 8)) }
+        ),
+    }
+    Ok(exit::OK)
+}
+
 /// The settings file: `--config`, else /etc/seamfs.toml when present, else defaults.
-fn load_config(path: Option<&std::path::Path>) -> Result<FileConfig, MountError> {
-    let default = std::path::Path::new("/etc/seamfs.toml");
+fn load_config(path: Option<&Path>) -> Result<FileConfig, MountError> {
+    let default = Path::new("/etc/seamfs.toml");
     let path = match path {
         Some(p) => p,
         None if default.exists() => default,
@@ -101,21 +167,39 @@ fn load_config(path: Option<&std::path::Path>) -> Result<FileConfig, MountError>
     config::load(path).map_err(|e| MountError::usage("read config", path, e.to_string()))
 }
 
-fn run_mount(a: MountArgs) -> Result<i32, MountError> {
-    let (lower_path, mnt, over) = match a.over {
-        Some(d) => (d.clone(), d, true),
-        None => (a.lower.expect("clap requires it"), a.mountpoint.expect("clap requires it"), false),
+/// The checked, absolute `(lower, mountpoint, over)`.
+fn resolve(a: &MountArgs) -> Result<(PathBuf, PathBuf, bool), MountError> {
+    let (lower, mnt, over) = match &a.over {
+        Some(d) => (d.clone(), d.clone(), true),
+        None => (a.lower.clone().expect("clap requires it"), a.mountpoint.clone().expect("clap requires it"), false),
     };
-    mount::check_lower(&lower_path)?;
+    mount::check_privilege(&mnt)?;
     mount::check_mountpoint(&mnt, over)?;
+    mount::check_lower(&lower)?;
     // The daemon leaves the caller's directory: keep absolute paths.
-    let lower_path = std::fs::canonicalize(&lower_path).map_err(|e| MountError::usage("resolve lower", &lower_path, e.to_string()))?;
+    let lower = std::fs::canonicalize(&lower).map_err(|e| MountError::usage("resolve lower", &lower, e.to_string()))?;
     let mnt = std::fs::canonicalize(&mnt).map_err(|e| MountError::usage("resolve mountpoint", &mnt, e.to_string()))?;
+    if !over {
+        mount::check_not_inside(&lower, &mnt)?;
+    }
+    Ok((lower, mnt, over))
+}
+
+fn run_mount(a: MountArgs) -> Result<i32, MountError> {
+    let (lower_path, mnt, over) = resolve(&a)?;
     let file = load_config(a.config.as_deref())?;
     let ttl = a.ttl.or(file.ttl).unwrap_or(1.0);
     if !(0.0..=3600.0).contains(&ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
     }
+    let log = a.log.clone().or(file.log.clone());
+    // Opened before the fork: a bad path is this command's error, named as such.
+    let log_file = log.as_deref().map(seamfs::daemon::open_log).transpose()?;
+    if over {
+        mount::warn_users_of(&mnt);
+    }
+    // The share beneath, as the box sees it, for `seamfs doctor`.
+    let share = seamfs::mountinfo::containing(&lower_path);
     // Few malloc arenas: worker threads then share freed memory instead of each keeping its own
     // (the heal's transient index copies would otherwise stay resident per thread).
     // SAFETY: mallopt only tunes the allocator.
@@ -128,36 +212,49 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         seamfs::init_logging("info");
         None
     } else {
-        let n = seamfs::daemon::daemonize(a.log.as_deref())
-            .map_err(|e| MountError::usage("daemonise", &mnt, e.to_string()))?;
+        let n = seamfs::daemon::daemonize(log_file).map_err(|e| MountError::usage("daemonise", &mnt, e.to_string()))?;
         seamfs::init_logging("info");
         n
     };
     if let Some(why) = lower.stale_pages() {
         tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
     }
-    let feed_addr = a.feed.or(file.feed);
+    let index_split = !a.no_index_split && file.index_split.unwrap_or(true);
+    let feed_addr = a.feed.clone().or(file.feed.clone());
     // One mount per process: the feed's state lives as long as the process.
     let feed_live: Option<&'static seamfs::feed::FeedLive> = feed_addr.as_ref().map(|_| &*Box::leak(Box::default()));
     let mut layer = GitLayer {
         ttls: Ttls { work_tree: Duration::from_secs_f64(ttl), ..Ttls::default() },
-        index_split: !a.no_index_split && file.index_split.unwrap_or(true),
+        index_split,
         feed: feed_live,
         ..GitLayer::default()
     };
-    if let Some(ms) = file.shared_index_wait_ms {
+    if let Some(ms) = a.shared_index_wait_ms.or(file.shared_index_wait_ms) {
         layer.seed.shared_wait = Duration::from_millis(ms);
     }
+    let lock_wait_ms = a.lock_wait_ms.or(file.lock_wait_ms).unwrap_or(1000);
+    let status = vec![
+        ("version".to_string(), env!("SEAM_VERSION").to_string()),
+        ("lower".into(), lower_path.display().to_string()),
+        ("mountpoint".into(), mnt.display().to_string()),
+        ("share_type".into(), share.as_ref().map(|m| m.fstype.clone()).unwrap_or_default()),
+        ("share_options".into(), share.as_ref().map(|m| m.options.clone()).unwrap_or_default()),
+        ("ttl".into(), ttl.to_string()),
+        ("index_split".into(), index_split.to_string()),
+        ("lock_wait_ms".into(), lock_wait_ms.to_string()),
+    ];
     let opts = CoreOptions {
-        passthrough: !a.no_passthrough,
-        lock_wait: Duration::from_millis(a.lock_wait_ms),
+        passthrough: !a.no_passthrough && file.passthrough.unwrap_or(true),
+        lock_wait: Duration::from_millis(lock_wait_ms),
         mountpoint: Some(mnt.clone()),
+        status,
         ..CoreOptions::default()
     };
     let core = Core::new(lower, layer, Class::WorkTree, opts)
         .map_err(|e| MountError::usage("stat lower root", &lower_path, e.to_string()))?;
     let shared = core.shared().map_err(|e| MountError::usage("open lower", &lower_path, e.to_string()))?;
-    let mopts = MountOptions { mountpoint: mnt.clone(), fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads: a.threads };
+    let threads = a.threads.map(|t| t as usize).or(file.threads).unwrap_or(4);
+    let mopts = MountOptions { mountpoint: mnt.clone(), fsname: format!("seamfs:{}", lower_path.display()), subtype: "seamfs".into(), threads };
     let ready = move |r: Result<(), &MountError>| {
         if let Some(n) = notify {
             match r {

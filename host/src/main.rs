@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use seamd::doctor::{doctor, DoctorOptions, Level};
+use seamd::doctor::{self, doctor, DoctorOptions, Level};
 use seamd::gitdirs::Checkout;
 use seamd::run::{run, RunOptions};
 
@@ -18,7 +18,7 @@ use seamd::run::{run, RunOptions};
 /// 2 bad arguments; 3 the checkout cannot be used (not openable, `.git` missing, a file or a
 /// link); 4 run hit an I/O error or could not restore an index (the log line says which).
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = env!("SEAM_VERSION"), about)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -48,6 +48,10 @@ enum Cmd {
         /// Report lock files older than this many seconds.
         #[arg(long, default_value_t = 60)]
         lock_age_s: u64,
+        /// One JSON document: {"tool", "path", "worst", "rows": [{"kind", "severity", "at",
+        /// "found", "recovery"}]} (docs/box-setup.md, "Doctor output").
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -100,18 +104,18 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Cmd::Doctor { checkout, lock_age_s } => {
+        Cmd::Doctor { checkout, lock_age_s, json } => {
             let c = match open(&checkout) {
                 Ok(c) => c,
                 Err(code) => return code,
             };
             let rows = doctor(&c, DoctorOptions { lock_age: Duration::from_secs(lock_age_s) });
-            for r in &rows {
-                println!("{r}");
+            if json {
+                println!("{}", doctor::json(&c.path, &rows));
+            } else {
+                print!("{}", doctor::human(&rows));
             }
-            let warns = rows.iter().filter(|r| r.level == Level::Warn).count();
-            println!("seamd doctor: {} finding(s), {warns} to look at", rows.len());
-            if warns > 0 {
+            if rows.iter().any(|r| r.severity >= Level::Warn) {
                 ExitCode::from(EXIT_FINDINGS)
             } else {
                 ExitCode::SUCCESS

@@ -493,7 +493,7 @@ fn doctor_reports_what_to_look_at() {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     eprintln!("{text}");
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains("pending: `seamd run` installs it"), "{text}");
+    assert!(text.contains(".ff: pending\n       fix: `seamd run` installs it"), "{text}");
     assert!(text.contains("index.seam-proposed.junk: malformed proposal name"), "{text}");
     assert!(text.contains("a symlink: refused, never followed"), "{text}");
     assert!(text.contains(&format!("git stash store -m autostash {}", fx.base)), "{text}");
@@ -560,4 +560,114 @@ fn a_fifo_or_directory_named_as_a_proposal_cannot_stall_or_fool_seamd() {
     assert!(stderr(&out).contains("a directory, not a regular file"), "{}", stderr(&out));
     assert!(fifo.exists() && dir.exists(), "left in place");
     assert_eq!(fx.index(), before);
+}
+
+fn git_env(c: &mut Command) -> &mut Command {
+    c.env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .env_remove("GIT_INDEX_FILE")
+}
+
+impl Fx {
+    /// What an interrupted `pull --rebase --autostash` leaves once the rebase is gone:
+    /// `rebase-merge/` holding only `autostash`, the stash of a host change. Returns its id.
+    fn leave_autostash_only(&self) -> String {
+        self.write("keep", "host change\n");
+        let oid = self.git(&["stash", "create"]).trim().to_string();
+        self.git(&["checkout", "--", "keep"]);
+        std::fs::create_dir_all(self.gitdir().join("rebase-merge")).expect("mkdir");
+        std::fs::write(self.gitdir().join("rebase-merge/autostash"), format!("{oid}\n")).expect("write");
+        oid
+    }
+
+    /// `seamd doctor --json`: (exit code, rows).
+    fn doctor_json(&self) -> (Option<i32>, Vec<serde_json::Value>) {
+        let out = self.seamd(&["doctor", "--json"]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        assert_eq!(doc["tool"], "seamd doctor");
+        (out.status.code(), doc["rows"].as_array().expect("rows").clone())
+    }
+}
+
+/// The row of `kind`; every row has the documented fields.
+fn row_of<'a>(rows: &'a [serde_json::Value], kind: &str) -> &'a serde_json::Value {
+    for r in rows {
+        for f in ["kind", "severity", "at", "found", "recovery"] {
+            assert!(r[f].is_string(), "row without {f}: {r}");
+        }
+    }
+    rows.iter().find(|r| r["kind"] == kind).unwrap_or_else(|| panic!("no {kind} row in {rows:#?}"))
+}
+
+#[test]
+fn doctor_json_has_a_row_and_a_recovery_for_every_leftover() {
+    let fx = Fx::new();
+    // First: the stash refreshes the shared index, which would make a proposal stale.
+    let oid = fx.leave_autostash_only();
+    let new = fx.box_commit("box\n");
+    fx.propose(&fx.base, &new);
+    std::fs::write(fx.gitdir().join("index.seam-proposed.junk"), b"x").expect("write");
+    let lock = fx.gitdir().join("packed-refs.lock");
+    std::fs::write(&lock, b"").expect("write");
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    std::fs::File::options().write(true).open(&lock).expect("open").set_modified(old).expect("age the lock");
+    fx.git(&["config", "core.hooksPath", "/nonexistent/seam-git/hooks"]);
+    let (code, rows) = fx.doctor_json();
+    assert_eq!(code, Some(1));
+    let expect = [
+        ("pending-proposal", "info", "seamd run` installs it"),
+        ("malformed-proposal", "warn", "prunes it"),
+        ("old-lock", "warn", "rm '"),
+        ("autostash-only", "warn", "git stash store -m autostash"),
+        ("missing-hooks", "warn", "git config --unset core.hooksPath"),
+    ];
+    for (kind, severity, fix) in expect {
+        let r = row_of(&rows, kind);
+        assert_eq!(r["severity"], severity, "{r}");
+        assert!(r["recovery"].as_str().expect("text").contains(fix), "{kind}: {r}");
+    }
+    assert!(row_of(&rows, "autostash-only")["recovery"].as_str().expect("text").contains(&oid));
+    // A stale proposal: the shared index changed under it.
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    fx.propose(&fx.base, &new);
+    fx.write("keep", "staged on the host\n");
+    fx.git(&["add", "keep"]);
+    let (_, rows) = fx.doctor_json();
+    let r = row_of(&rows, "stale-proposal");
+    assert_eq!(r["severity"], "warn");
+    assert!(r["found"].as_str().expect("text").contains("the shared index changed"), "{r}");
+}
+
+#[test]
+fn autostash_only_recovery_as_written_clears_the_rebase_and_unblocks_seamd() {
+    let fx = Fx::new();
+    let oid = fx.leave_autostash_only();
+    let new = fx.box_commit("box\n");
+    let (pending, bytes) = fx.propose(&fx.base, &new);
+    // Blocked: seamd waits for the "rebase", and git can neither continue nor abort it.
+    fx.run_once();
+    assert!(pending.exists(), "seamd installed during a rebase");
+    for step in ["--continue", "--abort"] {
+        let out = git_env(Command::new("git").current_dir(&fx.co).args(["rebase", step])).output().expect("git");
+        assert!(!out.status.success(), "git rebase {step} worked after all: the row's premise is wrong");
+    }
+    let (_, rows) = fx.doctor_json();
+    let fix = row_of(&rows, "autostash-only")["recovery"].as_str().expect("text").to_string();
+    // Followed exactly as written.
+    let out = git_env(Command::new("sh").args(["-c", &fix])).output().expect("sh");
+    assert!(out.status.success(), "the recovery failed: {fix}\n{}", String::from_utf8_lossy(&out.stderr));
+    let status = fx.git(&["status"]);
+    assert!(!status.contains("rebase"), "git status still sees a rebase:\n{status}");
+    assert!(fx.git(&["stash", "list"]).contains("autostash"), "the stash was not kept");
+    assert_eq!(fx.git(&["rev-parse", "stash@{0}"]).trim(), oid);
+    fx.run_once();
+    assert!(!pending.exists() && fx.index() == bytes, "seamd is still blocked after the recovery");
+    fx.git(&["stash", "pop", "-q"]);
+    assert_eq!(std::fs::read_to_string(fx.co.join("keep")).expect("read"), "host change\n");
 }

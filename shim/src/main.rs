@@ -21,7 +21,7 @@ use seam_git::{install, is_hook, HOOKS};
 /// hook's (128+N when a signal N ended it). install-hooks: 0 done; 1 something is in the way
 /// or a filesystem call failed (the message names the path); 2 bad arguments.
 #[derive(Parser, Debug)]
-#[command(version, about, long_about)]
+#[command(version = env!("SEAM_VERSION"), about, long_about)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -32,8 +32,12 @@ enum Cmd {
     /// Create DIR (for core.hooksPath) with a link to this binary for every hook git runs by
     /// name; links already there are kept, anything else there is refused.
     InstallHooks {
-        /// The hooks dir.
+        /// The hooks dir (made absolute: git resolves a relative core.hooksPath per repository).
         dir: PathBuf,
+        /// The binary the links point to [default: this one]; name the installed copy when
+        /// running from a build tree.
+        #[arg(long)]
+        exe: Option<PathBuf>,
     },
     /// Run as hook NAME with git's arguments (what a link named NAME does).
     Hook {
@@ -52,6 +56,30 @@ fn me() -> PathBuf {
     })
 }
 
+/// `install-hooks`: an absolute dir, links to an absolute binary, and the config line to run.
+fn install_hooks(dir: &std::path::Path, exe: Option<PathBuf>) {
+    let absolute = |p: &std::path::Path| {
+        std::path::absolute(p).unwrap_or_else(|e| {
+            eprintln!("seam-git: could not make {} absolute: {e}", p.display());
+            exit(EXIT_USAGE)
+        })
+    };
+    let (dir, exe) = (absolute(dir), absolute(&exe.unwrap_or_else(me)));
+    if exe.components().any(|c| c.as_os_str() == "target") {
+        eprintln!("seam-git: note: the links point to {}, a build tree's binary; pass --exe with the installed one", exe.display());
+    }
+    match install::install_hooks(&dir, &exe, HOOKS) {
+        Ok(made) => {
+            eprintln!("seam-git: {} ready ({made} links made to {}); now:", dir.display(), exe.display());
+            println!("git config --system core.hooksPath {}", dir.display());
+        }
+        Err(e) => {
+            eprintln!("seam-git: {e}");
+            exit(1)
+        }
+    }
+}
+
 fn main() {
     // Git runs the link by its hook name and passes the hook's own arguments: no CLI parsing.
     let argv0 = std::env::args_os().next().unwrap_or_default();
@@ -61,13 +89,7 @@ fn main() {
         exit(hook::run(&called, &args, &me()));
     }
     match Cli::parse().cmd {
-        Cmd::InstallHooks { dir } => match install::install_hooks(&dir, &me(), HOOKS) {
-            Ok(made) => eprintln!("seam-git: {} ready ({made} links made); now: git config --global core.hooksPath {}", dir.display(), dir.display()),
-            Err(e) => {
-                eprintln!("seam-git: {e}");
-                exit(1)
-            }
-        },
+        Cmd::InstallHooks { dir, exe } => install_hooks(&dir, exe),
         Cmd::Hook { name, args } => {
             if !is_hook(&name) {
                 eprintln!("seam-git: {name:?} is not a hook git runs (known: {})", HOOKS.join(", "));

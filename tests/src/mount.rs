@@ -54,9 +54,24 @@ impl Mount {
         Mount::start("seam-lab share", &bins::seam_lab(), args, backing, mnt)
     }
 
+    /// `seamfs mount --over DIR --log LOG EXTRA...`, with what the command printed (its
+    /// warnings), for tests of the command itself.
+    #[track_caller]
+    pub fn seamfs_over_reporting(dir: &Path, extra: &[&str]) -> (Mount, Ran) {
+        let mut args: Vec<OsString> = vec!["mount".into(), "--over".into(), dir.into()];
+        args.extend(extra.iter().map(OsString::from));
+        Mount::start_reporting("seamfs --over", &bins::seamfs(), args, dir, dir)
+    }
+
     /// Runs `program ARGS --log LOG`, which must exit 0 once `mnt` is mounted.
     #[track_caller]
-    pub fn start(what: &str, program: &Path, mut args: Vec<OsString>, lower: &Path, mnt: &Path) -> Mount {
+    pub fn start(what: &str, program: &Path, args: Vec<OsString>, lower: &Path, mnt: &Path) -> Mount {
+        Mount::start_reporting(what, program, args, lower, mnt).0
+    }
+
+    /// [`Mount::start`], also returning the command's report.
+    #[track_caller]
+    pub fn start_reporting(what: &str, program: &Path, mut args: Vec<OsString>, lower: &Path, mnt: &Path) -> (Mount, Ran) {
         let log_dir = TempDir::new("log");
         let log = log_dir.join("daemon.log");
         args.push("--log".into());
@@ -71,7 +86,7 @@ impl Mount {
             Some(m) if m.fstype.starts_with("fuse") => {}
             other => panic!("{what}: exited 0 but {} is not a FUSE mount (found {other:?}):\n{r}", mnt.display()),
         }
-        guard
+        (guard, r)
     }
 
     /// The mountpoint.
@@ -195,6 +210,18 @@ fn umount(mnt: &Path) -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Detaches every mount of type `fstype` stacked at `path` (a guard's cleanup of a mount the
+/// test made by other means than [`Mount`]).
+pub fn detach_all(path: &Path, fstype: &str) {
+    while procfs::mount_at(path).is_some_and(|m| m.fstype == fstype) {
+        let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL in a mount path");
+        // SAFETY: valid C string.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+            break;
+        }
     }
 }
 

@@ -75,3 +75,28 @@ pub fn run(cmd: &mut Command) -> Ran {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
+
+/// A process a test started, ended by its pid (SIGKILL, then reaped) when dropped, so a
+/// failing test leaves none behind.
+#[derive(Debug)]
+pub struct Bg(pub std::process::Child);
+
+impl Bg {
+    /// Starts `cmd` with stdin, stdout and stderr closed or as set.
+    #[track_caller]
+    pub fn spawn(cmd: &mut Command) -> Bg {
+        Bg(cmd.spawn().unwrap_or_else(|e| panic!("could not start {:?}: {e}", cmd.get_program())))
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Bg {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

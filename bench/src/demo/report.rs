@@ -191,26 +191,8 @@ fn opt_json(s: Option<&str>) -> String {
     s.map(json_str).unwrap_or_else(|| "null".into())
 }
 
-/// A JSON string literal.
-pub fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+/// A JSON string literal (seamfs's doctor reports write them too).
+pub use seamfs::report::json_str;
 
 #[cfg(test)]
 mod tests {

@@ -66,8 +66,8 @@ pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
     let notify = if cfg.foreground {
         None
     } else {
-        seamfs::daemon::daemonize(cfg.log.as_deref())
-            .map_err(|e| MountError::usage("daemonise", &cfg.mountpoint, e.to_string()))?
+        let log = cfg.log.as_deref().map(seamfs::daemon::open_log).transpose()?;
+        seamfs::daemon::daemonize(log).map_err(|e| MountError::usage("daemonise", &cfg.mountpoint, e.to_string()))?
     };
     seamfs::init_logging("info");
     tracing::info!(

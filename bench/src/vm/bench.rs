@@ -137,6 +137,11 @@ fn run_mode(opts: &VmBenchOptions, mode: ShareMode, repo: &Path) -> Result<Sampl
             eprintln!("[vm bench] {} run {} {} done", mode.name(), run + 1, l.name);
         }
     }
+    // The guest's own account of the feed (live, down, lost messages), kept beside the report.
+    let log = g.sh("grep -i 'feed' /tmp/seamfs-bench.log | tail -50")?;
+    let keep = opts.out.join(format!("seamfs-feed-{}.log", mode.name()));
+    std::fs::create_dir_all(&opts.out).map_err(|e| LabError::new("create dir", &opts.out, e))?;
+    std::fs::write(&keep, &log.stdout).map_err(|e| LabError::new("write", &keep, e))?;
     let down = g.sh("seamfs-bootstrap down /share/seam")?;
     if down.code != 0 {
         return Err(LabError::new("unmount seamfs in the guest", Path::new("/share/seam"), String::from_utf8_lossy(&down.stderr)));

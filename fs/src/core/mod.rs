@@ -15,6 +15,7 @@ mod listing;
 mod names;
 mod namespace;
 mod shared;
+pub mod status_xattr;
 mod verdict_xattr;
 mod xattr;
 
@@ -60,6 +61,9 @@ pub struct CoreOptions {
     /// Ask the kernel to cache writes (`FUSE_WRITEBACK_CACHE`): only the share emulator does,
     /// to play a guest-caching share. Default false.
     pub writeback_cache: bool,
+    /// `key=value` facts the root's `user.seamfs.status` attribute reports (lower, ttl...),
+    /// given by the binary that mounted. Default none.
+    pub status: Vec<(String, String)>,
 }
 
 impl Default for CoreOptions {
@@ -72,6 +76,7 @@ impl Default for CoreOptions {
             mountpoint: None,
             kill_privs: true,
             writeback_cache: false,
+            status: Vec::new(),
         }
     }
 }
@@ -464,7 +469,7 @@ pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
 fn start_reaper(judge: Arc<Judge>, lower: Lower) {
-    let spawned = std::thread::Builder::new().name("seam-reaper".into()).spawn(move || {
+    let spawned = crate::signals::spawn_blocked("seam-reaper", move || {
         let mut ticks = 0u32;
         loop {
             std::thread::sleep(crate::judge::locks::REAP_EVERY);

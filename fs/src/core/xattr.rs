@@ -1,6 +1,7 @@
 //! Extended attributes, through `/proc/self/fd/N` of a verified O_PATH fd (as virtiofsd does:
 //! the magic link reaches the node itself, a symlink included, and nothing else). One name is
-//! virtual: `user.seamfs.verdict` (`verdict_xattr`).
+//! virtual: `user.seamfs.verdict` (`verdict_xattr`)
+//! and, on the mount root, `user.seamfs.status` (`status_xattr`).
 
 use std::ffi::{CString, OsStr};
 use std::os::fd::AsRawFd;
@@ -52,6 +53,9 @@ impl<L: Layer> Core<L> {
         if self.is_verdict_xattr(name) {
             return answer(self.verdict_xattr(id, pid)?, size);
         }
+        if self.is_status_xattr(id, name) {
+            return answer(self.status_xattr(), size);
+        }
         let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
@@ -77,7 +81,7 @@ impl<L: Layer> Core<L> {
 
     /// SETXATTR.
     pub fn setxattr(&self, id: u64, name: &OsStr, value: &[u8], flags: i32) -> Result<(), Errno> {
-        if self.is_verdict_xattr(name) {
+        if self.is_verdict_xattr(name) || self.is_status_xattr(id, name) {
             // Computed on every read: a stored value would be a stale answer.
             return Err(Errno::EPERM);
         }
@@ -90,7 +94,7 @@ impl<L: Layer> Core<L> {
 
     /// REMOVEXATTR.
     pub fn removexattr(&self, id: u64, name: &OsStr) -> Result<(), Errno> {
-        if self.is_verdict_xattr(name) {
+        if self.is_verdict_xattr(name) || self.is_status_xattr(id, name) {
             return Err(Errno::EPERM);
         }
         let fd = self.node_or_open_fd(id)?;

@@ -14,14 +14,20 @@ use seam_tests::{procfs, Git, Mount, TempDir};
 fn refused(args: &[&dyn AsRef<std::ffi::OsStr>], path: &Path, mnt: &Path) -> Ran {
     let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_os_string()).collect();
     let r = seamfs_cmd(&args);
-    if procfs::is_mounted(mnt) {
-        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.as_os_str().to_os_string()]);
-        panic!("seamfs mounted {} although it should have refused:\n{r}", mnt.display());
-    }
+    assert_not_mounted(mnt, &r);
     assert_eq!(r.code(), Some(2), "expected exit code 2:\n{r}");
     assert!(r.stderr.contains(&*path.to_string_lossy()), "stderr should name {}:\n{r}", path.display());
     assert!(r.stderr.lines().count() <= 3, "a short, clear message expected:\n{r}");
     r
+}
+
+/// Panics when `r` mounted `mnt` after all, unmounting it first so nothing is left behind.
+#[track_caller]
+fn assert_not_mounted(mnt: &Path, r: &Ran) {
+    if procfs::is_mounted(mnt) {
+        let _ = seamfs_cmd(&[OsString::from("umount"), mnt.as_os_str().to_os_string()]);
+        panic!("seamfs mounted {} although it should have refused:\n{r}", mnt.display());
+    }
 }
 
 #[test]
@@ -105,4 +111,52 @@ fn over_shows_the_dirs_own_content() {
     assert_eq!(std::fs::read_to_string(dir.join("new.txt")).expect("new.txt on the directory itself"), "N\n");
     assert_eq!(git.run(&dir, &["rev-list", "--count", "HEAD"]).trim(), "2");
     git.fsck(&dir);
+}
+
+#[test]
+fn mountpoint_inside_the_lower() {
+    let t = TempDir::new("bad-inside");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("lower/mnt");
+    let r = refused(&[&"mount", &lower, &mnt], &mnt, &mnt);
+    assert!(r.stderr.contains("inside the lower"), "{r}");
+}
+
+#[test]
+fn bad_log_path_is_named() {
+    let t = TempDir::new("bad-log");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let log = t.join("no-such-dir/seamfs.log");
+    let r = refused(&[&"mount", &lower, &mnt, &"--log", &log], &log, &mnt);
+    assert!(r.stderr.contains("open log"), "{r}");
+}
+
+#[test]
+fn zero_threads() {
+    let t = TempDir::new("bad-threads");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let args: Vec<OsString> = vec!["mount".into(), lower.into(), mnt.clone().into(), "--threads".into(), "0".into()];
+    let r = seamfs_cmd(&args);
+    assert_not_mounted(&mnt, &r);
+    assert_eq!(r.code(), Some(2), "{r}");
+    assert!(r.stderr.contains("--threads"), "{r}");
+}
+
+#[test]
+fn not_root_says_why() {
+    let t = TempDir::new("bad-nonroot");
+    let lower = t.subdir("lower");
+    let mnt = t.subdir("mnt");
+    let r = seam_tests::run::run(
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+            .arg(seam_tests::bins::seamfs())
+            .arg("mount")
+            .args([&lower, &mnt]),
+    );
+    assert_not_mounted(&mnt, &r);
+    assert_eq!(r.code(), Some(2), "{r}");
+    assert!(r.stderr.contains("needs root") && r.stderr.contains(&*mnt.to_string_lossy()), "{r}");
 }

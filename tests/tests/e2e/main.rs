@@ -5,6 +5,7 @@
 //! `seam_tests::Mount` guard, unmounted even when a test fails.
 
 mod bad_input;
+mod box_doctor;
 mod crash;
 mod feed;
 mod freshness;
@@ -15,8 +16,12 @@ mod posix;
 mod scale;
 mod hostbox;
 mod index_split;
+mod lifecycle;
 mod locks;
+mod mount_helper;
 mod refmoves;
 mod shim;
+mod static_bins;
+mod units;
 mod heal;
 mod races;

@@ -156,3 +156,25 @@ fn the_verdict_attribute_is_virtual() {
     std::fs::remove_file(&lock).expect("rm the lock");
     env.finish();
 }
+
+#[test]
+fn install_hooks_makes_a_relative_dir_absolute_and_links_the_exe_given() {
+    let tmp = TempDir::new("hooks-relative");
+    let installed = tmp.join("usr-local-bin-seam-git");
+    std::fs::copy(seam_tests::bins::seam_git(), &installed).expect("copy the binary");
+    let r = run(
+        std::process::Command::new(seam_tests::bins::seam_git())
+            .args(["install-hooks", "relhooks", "--exe"])
+            .arg(&installed)
+            .current_dir(tmp.path()),
+    )
+    .ok();
+    let dir = tmp.join("relhooks");
+    assert_eq!(r.stdout.trim(), format!("git config --system core.hooksPath {}", dir.display()), "{r}");
+    assert_eq!(std::fs::read_link(dir.join("reference-transaction")).expect("a link"), installed, "{r}");
+    // From a build tree without --exe: it says so.
+    let r = run(std::process::Command::new(seam_tests::bins::seam_git()).arg("install-hooks").arg(tmp.join("other"))).ok();
+    if seam_tests::bins::seam_git().components().any(|c| c.as_os_str() == "target") {
+        assert!(r.stderr.contains("build tree"), "{r}");
+    }
+}
