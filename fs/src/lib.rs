@@ -36,6 +36,7 @@ pub mod layer;
 pub mod lower;
 mod lower_at;
 pub mod lower_cache;
+pub mod lower_read;
 pub mod lower_path;
 pub mod mount;
 pub mod policy;

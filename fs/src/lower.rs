@@ -82,8 +82,8 @@ impl Lower {
         if self.stale_pages.is_none() || cached.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(cached.st_size);
         }
-        let a = at(self.root_fd(), rel)?;
-        crate::lower_cache::direct_len(a.fd(), a.name()).map(|n| n as i64)
+        let (fd, _) = self.open_regular(rel)?;
+        crate::lower_cache::direct_len(fd).map(|n| n as i64)
     }
 
     /// A lower rooted at a directory fd already opened without following links (for example a

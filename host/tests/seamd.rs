@@ -561,3 +561,6 @@ fn a_fifo_or_directory_named_as_a_proposal_cannot_stall_or_fool_seamd() {
     assert!(fifo.exists() && dir.exists(), "left in place");
     assert_eq!(fx.index(), before);
 }
+
+#[path = "hostile/mod.rs"]
+mod hostile;

@@ -206,15 +206,10 @@ impl<L: Layer> Core<L> {
         }
         let c = cpath(index);
         self.lower.refresh(&c);
-        let Ok(fd) = self.lower.open_fresh(&c, libc::O_RDONLY) else { return false };
+        let Ok((fd, st)) = self.lower.open_regular(&c) else { return false };
         let f = std::fs::File::from(fd);
         let mut tail = vec![0u8; n];
-        match f.metadata() {
-            Ok(m) if m.is_file() && m.len() == copy.len() as u64 => {
-                f.read_exact_at(&mut tail, m.len() - n as u64).is_ok() && tail == want
-            }
-            _ => false,
-        }
+        st.st_size as u64 == copy.len() as u64 && f.read_exact_at(&mut tail, copy.len() as u64 - n as u64).is_ok() && tail == want
     }
 
     /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).

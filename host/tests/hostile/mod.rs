@@ -1,0 +1,191 @@
+//! A hostile box against a running seamd (issue 12): FIFOs and devices where refs should be,
+//! HEAD swapped under an install. seamd must never block, never leave `index.lock`, and end on
+//! SIGTERM within a second.
+
+use std::ffi::CString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Fx;
+
+/// `mkfifo` (or `mknod` of the char device `dev`) at `path`, replacing what is there.
+fn special_at(path: &Path, dev: Option<libc::dev_t>) {
+    let _ = std::fs::remove_file(path);
+    let c = CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: a valid C path.
+    let r = unsafe {
+        match dev {
+            None => libc::mkfifo(c.as_ptr(), 0o644),
+            Some(d) => libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o644, d),
+        }
+    };
+    assert_eq!(r, 0, "make a special file at {}: {}", path.display(), std::io::Error::last_os_error());
+}
+
+/// `seamd run` in the background, its stderr in a file.
+struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(fx: &Fx, interval_ms: u32) -> Daemon {
+        let log = fx.root.join(format!("seamd-{}.log", super::SEQ.fetch_add(1, Ordering::Relaxed)));
+        let child = Command::new(env!("CARGO_BIN_EXE_seamd"))
+            .args(["run", "--interval-ms", &interval_ms.to_string()])
+            .arg(&fx.co)
+            .stderr(std::fs::File::create(&log).expect("create log"))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start seamd");
+        Daemon { child, log }
+    }
+
+    fn log(&self) -> String {
+        let mut s = String::new();
+        let _ = std::fs::File::open(&self.log).and_then(|mut f| f.read_to_string(&mut s));
+        s
+    }
+
+    /// Waits up to `within` for a log line containing `what`.
+    fn wait_for(&self, what: &str, within: Duration) -> bool {
+        let until = Instant::now() + within;
+        while Instant::now() < until {
+            if self.log().contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// SIGTERM; how long seamd took to exit (None: still running after 1 s, then SIGKILLed).
+    fn terminate(mut self) -> Option<Duration> {
+        let t0 = Instant::now();
+        // SAFETY: signalling the child we started, by its pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        while t0.elapsed() < Duration::from_secs(1) {
+            if self.child.try_wait().expect("wait seamd").is_some() {
+                return Some(t0.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A FIFO as HEAD's branch: seamd says so within 1 s (old seamd blocked in `open` for good),
+/// SIGTERM ends it, and no lock is left.
+#[test]
+fn a_fifo_as_heads_branch_never_blocks_seamd() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    let (path, _) = fx.propose(&fx.base, &new);
+    let before = fx.index();
+    special_at(&fx.gitdir().join("refs/heads/main"), None);
+    let d = Daemon::start(&fx, 20);
+    let said = d.wait_for("a FIFO, not a regular file", Duration::from_secs(1));
+    let log = d.log();
+    let took = d.terminate();
+    eprintln!("seamd log:\n{log}\nSIGTERM ended it after {took:?}");
+    assert!(said, "seamd did not report the FIFO within 1 s (blocked?):\n{log}");
+    assert!(took.is_some(), "seamd did not end within 1 s of SIGTERM:\n{log}");
+    assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
+    assert_eq!(fx.index(), before, "nothing installed on an unreadable HEAD");
+    assert!(path.exists(), "the proposal waits for a readable HEAD");
+}
+
+/// A character device as HEAD's branch is never opened (only looked at through `O_PATH`):
+/// strace shows every open of its name.
+#[test]
+fn a_device_as_heads_branch_is_never_opened() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    fx.propose(&fx.base, &new);
+    // /dev/null's numbers: harmless if opened, and strace tells whether it was.
+    special_at(&fx.gitdir().join("refs/heads/main"), Some(libc::makedev(1, 3)));
+    let trace = fx.root.join("strace-open.out");
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_seamd"))
+        .args(["run", "--once"])
+        .arg(&fx.co)
+        .output()
+        .expect("strace is needed for this test: apt-get install -y strace");
+    let text = std::fs::read_to_string(&trace).expect("read trace");
+    let opens: Vec<&str> = text.lines().filter(|l| l.contains("refs/heads/main")).collect();
+    eprintln!("opens of refs/heads/main:\n{}\nseamd: {}", opens.join("\n"), String::from_utf8_lossy(&out.stderr));
+    assert!(!opens.is_empty(), "seamd never looked at HEAD's branch: the test proves nothing\n{text}");
+    for l in &opens {
+        assert!(l.contains("O_PATH"), "the device was opened for real: {l}");
+    }
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a character device, not a regular file"), "{:?}", out);
+    assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
+}
+
+/// An attacker swaps HEAD between a file and a FIFO as fast as it can while seamd installs
+/// proposals that a helper keeps planting: seamd keeps installing, ends on SIGTERM within 1 s,
+/// and leaves no lock. Old seamd hung in `open` of the FIFO, often holding `index.lock`.
+#[test]
+fn head_toggling_to_a_fifo_under_installs_never_hangs_seamd() {
+    let fx = Fx::new();
+    let old_index = fx.index();
+    let new = fx.box_commit("box\n");
+    let (proposal, bytes) = fx.propose(&fx.base, &new);
+    let gd = fx.gitdir();
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = {
+        let (gd, stop) = (gd.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                special_at(&gd.join("HEAD.fifo"), None);
+                let _ = std::fs::rename(gd.join("HEAD.fifo"), gd.join("HEAD"));
+                std::fs::write(gd.join("HEAD.file"), "ref: refs/heads/main\n").expect("write");
+                let _ = std::fs::rename(gd.join("HEAD.file"), gd.join("HEAD"));
+                n += 1;
+            }
+            n
+        })
+    };
+    let d = Daemon::start(&fx, 10);
+    let t0 = Instant::now();
+    let mut planted = 0;
+    while t0.elapsed() < Duration::from_secs(3) {
+        // Each time seamd spent the proposal, make the index its base again and plant it anew.
+        if !proposal.exists() {
+            std::fs::write(gd.join("index.test-tmp"), &old_index).expect("write");
+            std::fs::rename(gd.join("index.test-tmp"), gd.join("index")).expect("rename");
+            std::fs::write(gd.join("index.seam-tmp.test"), &bytes).expect("write");
+            std::fs::rename(gd.join("index.seam-tmp.test"), &proposal).expect("rename");
+            planted += 1;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let n = swaps.join().expect("swapper");
+    std::fs::write(gd.join("HEAD"), "ref: refs/heads/main\n").expect("restore HEAD");
+    let log = d.log();
+    let took = d.terminate();
+    // An install, or an install undone because HEAD read as a FIFO right after the write.
+    let installs = log.matches("installed (").count() + log.matches("installed, then HEAD moved").count();
+    let fifos = log.matches("a FIFO, not a regular file").count();
+    eprintln!("{n} HEAD swaps; {planted} proposals planted again; {installs} installs, {fifos} FIFO refusals logged; SIGTERM took {took:?}");
+    assert!(took.is_some(), "seamd did not end within 1 s of SIGTERM (blocked on the FIFO?):\n{log}");
+    assert!(installs >= 1, "no install happened in 3 s of swaps (seamd blocked, or the test proves nothing)\n{log}");
+    assert!(!gd.join("index.lock").exists(), "index.lock left behind");
+}
