@@ -189,3 +189,22 @@ fn head_toggling_to_a_fifo_under_installs_never_hangs_seamd() {
     assert!(installs >= 1, "no install happened in 3 s of swaps (seamd blocked, or the test proves nothing)\n{log}");
     assert!(!gd.join("index.lock").exists(), "index.lock left behind");
 }
+
+/// `refs/heads/a` -> `ref: refs/heads/b` -> `ref: refs/heads/a`, HEAD on `a`: seamd says so and
+/// exits normally (old seamd overflowed its stack and aborted: no `Drop` ran).
+#[test]
+fn a_symref_cycle_does_not_crash_seamd() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    let (path, _) = fx.propose(&fx.base, &new);
+    let before = fx.index();
+    std::fs::write(fx.gitdir().join("refs/heads/a"), "ref: refs/heads/b\n").expect("write a");
+    std::fs::write(fx.gitdir().join("refs/heads/b"), "ref: refs/heads/a\n").expect("write b");
+    std::fs::write(fx.gitdir().join("HEAD"), "ref: refs/heads/a\n").expect("write HEAD");
+    let out = fx.run_once();
+    assert!(out.status.code().is_some(), "seamd was killed by a signal: {:?}", out.status);
+    assert!(super::stderr(&out).contains("symbolic refs nested deeper than 5"), "{}", super::stderr(&out));
+    assert_eq!(fx.index(), before, "nothing installed on an unresolvable HEAD");
+    assert!(path.exists(), "the proposal waits");
+    assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
+}

@@ -18,4 +18,5 @@ mod locks;
 mod refmoves;
 mod shim;
 mod heal;
+mod hostile;
 mod races;
