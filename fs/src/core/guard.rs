@@ -344,15 +344,19 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// After a create or mkdir: record box locks and box-made operation state.
-    /// `created` is the new file's stat taken from its own fd (a path stat could meet a stale
-    /// entry of the share for a name just replaced).
-    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32, created: Option<&libc::stat>) {
+    /// After a create or mkdir: record box locks and box-made operation state, only when this
+    /// call `made` the name. `created` is the file's stat taken from its own fd (a path stat
+    /// could meet a stale entry of the share for a name just replaced).
+    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32, made: bool, created: Option<&libc::stat>) {
         if !self.layer.guards() {
             return;
         }
         if class == Class::LiveRef {
             self.guard_written(parent, &child.lower, pid, None);
+        }
+        if !made {
+            // Opened, not made: whoever made it owns it (a lock, an operation's state).
+            return;
         }
         if class == Class::Lock {
             let st = match created {

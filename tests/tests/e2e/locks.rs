@@ -105,6 +105,44 @@ fn a_live_holders_lock_stays() {
     env.finish();
 }
 
+/// A box `touch` of a lock that the host created while seamfs was about to create it opens
+/// the host's file; the toucher then exits, and the host's lock stays (old seamfs recorded the
+/// toucher as its creator, and the reaper removed the host's live lock).
+///
+/// The window is made wide and certain: the box locks a branch that reads as absent while its
+/// reflog has entries, so seamfs waits before its exclusive create; the host takes the lock and
+/// writes the branch meanwhile.
+#[test]
+fn a_touched_foreign_lock_is_never_reaped() {
+    let env = Env::new("locks-touched", &[]);
+    let r = env.host_repo("repo", FILES);
+    let head = env.host_rev(&r, "HEAD");
+    write(&r.h(".git/logs/refs/heads/x"), &format!("{} {head} t <t@e> 0 +0000\tbranch: made\n", "0".repeat(40)));
+    let mut child = Child::spawn(&r.b(".git"), "signal ready\ntouch refs/heads/x.lock\n");
+    child.wait_for("ready");
+    std::thread::sleep(Duration::from_millis(200));
+    let lock = r.h(".git/refs/heads/x.lock");
+    let fd = sys::open(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644).expect("the host takes the lock");
+    sys::write(&fd, b"host\n").expect("write the host's lock");
+    let host_ino = sys::fstat(&fd).expect("fstat").st_ino;
+    write(&r.h(".git/refs/heads/x"), &format!("{head}\n"));
+    let report = child.finish();
+    eprintln!("box: {report}host lock inode {host_ino}");
+    // The event this test is about: the box's open got the host's file, not one of its own.
+    assert_eq!(report, format!("touch refs/heads/x.lock ok ino={host_ino}\n"), "the box did not open the host's lock:\n{}", env.log());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(
+        std::fs::read_to_string(&lock).ok().as_deref(),
+        Some("host\n"),
+        "the host's live lock was removed after the box process that touched it exited:\n{}",
+        env.log()
+    );
+    assert!(!env.log().contains("removed a lock"), "{}", env.log());
+    drop(fd);
+    std::fs::remove_file(&lock).expect("the host releases");
+    env.finish();
+}
+
 #[test]
 fn a_host_created_lock_is_never_removed() {
     let env = Env::new("locks-host-kept", &[]);
