@@ -13,6 +13,7 @@ use seamfs::heal::proposal::ProposalName;
 use crate::fsx::{self, Kind, ReadError};
 use crate::gitdirs::{operation_in_progress, Checkout, GitDir};
 use crate::install::{proposals, INDEX};
+use crate::quote;
 
 /// How `doctor` works.
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +54,7 @@ impl fmt::Display for Row {
             Level::Info => "info",
             Level::Warn => "warn",
         };
-        write!(f, "{level}  {}: {}", self.at.display(), self.what)
+        write!(f, "{level}  {}: {}", quote::shown(&self.at), self.what)
     }
 }
 
@@ -94,14 +95,14 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
             return;
         }
     };
-    let rm = |name: &std::ffi::OsStr| format!("rm '{}'", c.path.join(&g.rel).join(name).display());
+    let rm = |name: &std::ffi::OsStr| format!("rm -- {}", quote::shell(&c.path.join(&g.rel).join(name)));
     for name in names {
-        let shown = name.to_string_lossy().into_owned();
+        let shown = quote::shown(Path::new(&name));
         let row = |level, what: String| Row { level, at: g.rel.clone(), what: format!("{shown}: {what}") };
         let parsed = match ProposalName::parse(name.as_bytes()) {
             Ok(p) => p,
             Err(e) => {
-                rows.push(row(Level::Warn, format!("{e}; ignored; seamd run prunes it (or: {})", rm(&name))));
+                rows.push(row(Level::Warn, format!("{e}; ignored; seamd run prunes it, or remove it: {}", rm(&name))));
                 continue;
             }
         };
@@ -109,7 +110,7 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
             Ok(Some((b, _))) => b,
             Ok(None) => continue,
             Err(ReadError::NotRegular(k)) => {
-                rows.push(row(Level::Warn, format!("{}: refused, never followed; remove it by hand ({}, which removes the link only)", k.describe(), rm(&name))));
+                rows.push(row(Level::Warn, format!("{}: refused, never followed; remove it by hand (rm removes a link, never its target): {}", k.describe(), rm(&name))));
                 continue;
             }
             Err(e) => {
@@ -141,8 +142,8 @@ fn autostash_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
                 let valid = (oid.len() == 40 || oid.len() == 64) && oid.bytes().all(|b| b.is_ascii_hexdigit());
                 let what = if valid {
                     format!(
-                        "holds autostash {oid}: a `rebase --autostash` did not finish. `git rebase --continue` or `git rebase --abort` re-applies it; to keep it as a stash instead: cd '{}' && git stash store -m autostash {oid}",
-                        c.path.display()
+                        "holds autostash {oid}: a `rebase --autostash` did not finish. `git rebase --continue` or `git rebase --abort` re-applies it; to keep it as a stash instead: cd {} && git stash store -m autostash {oid}",
+                        quote::shell(&c.path)
                     )
                 } else {
                     "holds an autostash that is not an object id; inspect it before removing the directory".to_string()
@@ -186,9 +187,9 @@ fn lock_rows(c: &Checkout, g: &GitDir, age: Duration, rows: &mut Vec<Row>) {
                     level: Level::Warn,
                     at: g.rel.join(&rel),
                     what: format!(
-                        "lock is {} s old: if no git process (host or box) is running, remove it: rm '{}'",
+                        "lock is {} s old: if no git process (host or box) is running, remove it: rm -- {}",
                         old.as_secs(),
-                        c.path.join(&g.rel).join(&rel).display()
+                        quote::shell(&c.path.join(&g.rel).join(&rel))
                     ),
                 });
             }

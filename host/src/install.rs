@@ -221,7 +221,7 @@ impl Install<'_> {
             if Instant::now() >= deadline {
                 return Ok(Verdict::RestoreFailed(format!(
                     "{why}; {} stayed held for {} s; the healed index stays in place",
-                    g.rel.join("index.lock").display(),
+                    crate::quote::shown(&g.rel.join("index.lock")),
                     RESTORE_WAIT.as_secs()
                 )));
             }

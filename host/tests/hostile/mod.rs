@@ -208,3 +208,51 @@ fn a_symref_cycle_does_not_crash_seamd() {
     assert!(path.exists(), "the proposal waits");
     assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
 }
+
+/// The commands doctor prints after `: rm -- ` in its output, one per row.
+fn rm_commands(text: &str) -> Vec<String> {
+    text.lines().filter_map(|l| l.split_once(": rm -- ").map(|(_, w)| format!("rm -- {w}"))).collect()
+}
+
+/// A malformed proposal and an old lock whose names hold `'$(touch x)'` and a newline: doctor
+/// prints each on one row (no forged rows), and each `rm` it prints, run by bash, removes
+/// exactly that file and runs nothing (old doctor put the raw name inside `'...'`).
+#[test]
+fn doctor_quotes_hostile_names() {
+    let fx = Fx::new();
+    let gd = fx.gitdir();
+    let marker = fx.co.join("x");
+    let proposal = gd.join("index.seam-proposed.'$(touch x)'\nwarn  .git: forged row");
+    std::fs::write(&proposal, b"junk").expect("write the proposal");
+    let lock = gd.join("refs/heads/a'$(touch x)'\ninfo  forged.lock");
+    std::fs::write(&lock, b"").expect("write the lock");
+    let old = std::time::SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options().write(true).open(&lock).expect("open").set_modified(old).expect("age the lock");
+    let out = fx.seamd(&["doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{text}");
+    for l in text.lines() {
+        assert!(l.starts_with("info  ") || l.starts_with("warn  ") || l.starts_with("seamd doctor: "), "a forged or broken row: {l:?}\n{text}");
+    }
+    assert!(!text.contains("forged row\n") && !text.contains("\ninfo  forged"), "a name's newline reached the output:\n{text}");
+    let cmds = rm_commands(&text);
+    assert_eq!(cmds.len(), 2, "one rm per hostile name:\n{text}");
+    for cmd in &cmds {
+        let ran = Command::new("bash").arg("-c").arg(cmd).current_dir(&fx.co).output().expect("run bash");
+        assert!(ran.status.success(), "{cmd}: {}", String::from_utf8_lossy(&ran.stderr));
+    }
+    assert!(!marker.exists(), "pasting doctor's command ran the name's $(touch x)");
+    assert!(!proposal.exists() && !lock.exists(), "the printed commands did not remove the named files");
+}
+
+/// The same names through `seamd run`'s log: one line per name, escaped.
+#[test]
+fn seamd_log_escapes_hostile_names() {
+    let fx = Fx::new();
+    let name = "index.seam-proposed.'$(touch x)'\nseamd: forged line";
+    std::fs::write(fx.gitdir().join(name), b"junk").expect("write");
+    let out = fx.run_once();
+    let log = super::stderr(&out);
+    assert!(log.contains(r"index.seam-proposed.'$(touch x)'\nseamd: forged line: malformed"), "{log}");
+    assert!(!log.lines().any(|l| l.starts_with("seamd: forged line")), "a forged log line:\n{log}");
+}
