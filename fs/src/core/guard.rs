@@ -72,6 +72,9 @@ fn target_of(rel: &str) -> Target {
     }
 }
 
+/// The pid-0 lock creator is logged once per daemon.
+static PID0_LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl<L: Layer> Core<L> {
     /// The git dir above `parent` and the path of `lower_name` relative to it.
     fn in_git_dir(&self, parent: u64, lower_name: &OsStr) -> Option<(PathBuf, String)> {
@@ -358,7 +361,13 @@ impl<L: Layer> Core<L> {
             // Opened, not made: whoever made it owns it (a lock, an operation's state).
             return;
         }
-        if class == Class::Lock {
+        if class == Class::Lock && pid == 0 {
+            // FUSE says pid 0 for a caller outside seamfs's pid namespace: it cannot be told
+            // alive or dead, so its lock is left to it, never reaped.
+            if !PID0_LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                warn!(lock = %child.path.to_string_lossy(), "a process outside seamfs's pid namespace (pid 0) created a lock: its locks are never released for it");
+            }
+        } else if class == Class::Lock {
             let st = match created {
                 Some(st) => Some(*st),
                 None => self.lower.stat(&child.path).ok(),

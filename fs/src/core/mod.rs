@@ -124,7 +124,13 @@ impl<L: Layer> Core<L> {
         let inodes = InodeTable::new(&st, root_class, opts.pin_budget);
         let judge = Arc::new(Judge::default());
         if layer.guards() {
-            start_reaper(judge.clone(), lower.try_clone()?);
+            match crate::judge::procs::proc_mismatch() {
+                None => start_reaper(judge.clone(), lower.try_clone()?),
+                Some(why) => tracing::warn!(
+                    reason = %why,
+                    "no lock reaper: box processes cannot be told alive or dead here, so a dead box process's lock stays until removed by hand; mount seamfs where /proc is its own pid namespace's"
+                ),
+            }
         }
         Ok(Core {
             lower,

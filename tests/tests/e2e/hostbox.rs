@@ -51,11 +51,16 @@ impl Env {
     /// A mount with `--ttl 0` (the box sees host work-tree writes at once, so no test waits for
     /// a cache to expire) plus `extra`.
     pub fn new(label: &str, extra: &[&str]) -> Env {
+        Env::with_mount(label, extra, Mount::seamfs)
+    }
+
+    /// Like [`Env::new`], with the mount made by `mount(backing, mnt, args)`.
+    pub fn with_mount(label: &str, extra: &[&str], mount: impl FnOnce(&Path, &Path, &[&str]) -> Mount) -> Env {
         let backing = TempDir::new(&format!("{label}-backing"));
         let mnt = TempDir::new(&format!("{label}-mnt"));
         let mut args = vec!["--ttl", "0"];
         args.extend_from_slice(extra);
-        let mount = Mount::seamfs(backing.path(), mnt.path(), &args);
+        let mount = mount(backing.path(), mnt.path(), &args);
         Env { mount, git: Git::new(), backing, _mnt: mnt }
     }
 

@@ -241,3 +241,65 @@ fn kill9_of_box_commits_leaves_no_lock() {
     );
     env.finish();
 }
+
+/// The process that holds a pid namespace open for a daemon started inside it (its pid 1),
+/// found by a unique tag in its arguments and SIGKILLed by pid on drop (after the mount's own
+/// guard unmounted: declare it first). The namespace's other processes die with it.
+struct NsHolder {
+    tag: String,
+}
+
+impl NsHolder {
+    /// Where the daemon's arguments wait for it.
+    fn args(&self) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("{}.args", self.tag))
+    }
+}
+
+impl Drop for NsHolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(self.args());
+        for pid in seam_tests::procfs::pids_with_arg(&self.tag) {
+            // SAFETY: kill(2) of the namespace holder this test started, by pid.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+/// seamfs as a container would run it: in its own pid namespace with the host's /proc. FUSE
+/// gives pid 0 for the test's processes (outside that namespace) and /proc/self is not seamfs's
+/// pid: seamfs says it runs without the reaper, and a pid-0 caller's lock outlives the caller
+/// untouched (old seamfs read pid 0 as dead and removed the live lock at once).
+#[test]
+fn seamfs_in_another_pid_namespace_never_reaps() {
+    let holder = NsHolder { tag: format!("seam-ns-holder-{}-{}", std::process::id(), line!()) };
+    let env = Env::with_mount("locks-pidns", &[], |lower, mnt, args| {
+        // Pid 1 of the new namespace runs seamfs, then waits, so the daemon's namespace lives
+        // on; the outer sh returns once the mount is up. The arguments go through a file, so
+        // only the daemon carries the mount's unique `--log` (how the guard finds it).
+        let script = format!(
+            "printf '%s\\0' \"$0\" \"$@\" > {args}\n\
+             setsid unshare --pid --fork xargs -0 -a {args} sh -c '\"$0\" \"$@\" || exit 1; exec sh -c \"while :; do sleep 1; done\" {tag}' </dev/null >/dev/null 2>&1 &\n\
+             for i in $(seq 200); do grep -qF ' {mnt} fuse' /proc/mounts && exit 0; sleep 0.05; done; exit 1",
+            args = holder.args().display(),
+            tag = holder.tag,
+            mnt = mnt.display()
+        );
+        let mut argv: Vec<std::ffi::OsString> = vec!["-c".into(), script.into(), seam_tests::bins::seamfs().into(), "mount".into(), lower.into(), mnt.into()];
+        argv.extend(args.iter().map(std::ffi::OsString::from));
+        seam_tests::Mount::start("seamfs in a pid namespace", std::path::Path::new("/bin/sh"), argv, lower, mnt)
+    });
+    let r = env.host_repo("repo", FILES);
+    let mut child = Child::spawn(&r.b(".git"), "lock config.lock\nsignal locked\n");
+    child.wait_for("locked");
+    assert_eq!(child.finish(), "lock config.lock ok\n");
+    // The event: a pid-0 caller made a lock, and it is gone.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(r.h(".git/config.lock").is_file(), "a pid-0 caller's lock was removed:\n{}", env.log());
+    assert!(!env.log().contains("removed a lock"), "{}", env.log());
+    assert!(env.log().contains("no lock reaper"), "no word about the reaper:\n{}", env.log());
+    assert!(env.log().contains("outside seamfs's pid namespace (pid 0) created a lock"), "the caller was not pid 0:\n{}", env.log());
+    std::fs::remove_file(r.h(".git/config.lock")).expect("release by hand");
+    env.finish();
+    drop(holder);
+}
