@@ -111,3 +111,91 @@ fn a_symref_cycle_does_not_crash_seamfs() {
     env.boxed(&r, &["commit", "--allow-empty", "-q", "-m", "after the repair"]);
     env.finish();
 }
+
+/// A FUSE mount whose daemon is stopped (SIGSTOP): any lookup into it hangs, as a dead NFS
+/// server or an automount would. SIGCONT on drop, so its guard can unmount it.
+struct Frozen {
+    mount: seam_tests::Mount,
+    _dirs: (seam_tests::TempDir, seam_tests::TempDir),
+}
+
+impl Frozen {
+    fn new(label: &str) -> Frozen {
+        let (lower, mnt) = (seam_tests::TempDir::new(&format!("{label}-frozen-lower")), seam_tests::TempDir::new(&format!("{label}-frozen-mnt")));
+        let mount = seam_tests::Mount::seamfs(lower.path(), mnt.path(), &[]);
+        // SAFETY: kill(2) of the daemon this test started, by pid.
+        unsafe { libc::kill(mount.daemon_pid() as i32, libc::SIGSTOP) };
+        Frozen { mount, _dirs: (lower, mnt) }
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Some(pid) = self.mount.find_daemon() {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        }
+    }
+}
+
+/// A branch directory that is a symlink into a hung mount, and HEAD naming a ref below it
+/// (`refs/heads/x -> <frozen mount>`, `ref: refs/heads/x/y`): reading that ref must not walk
+/// through the link. Old code looked `x/y` up with `fstatat` and `linkat`, which follow links in
+/// the middle of a path, and hung in the frozen mount.
+fn plant_link_into_frozen(r: &Repo, frozen: &Frozen) {
+    std::os::unix::fs::symlink(frozen.mount.path(), r.h(".git/refs/heads/x")).expect("symlink");
+    std::fs::write(r.h(".git/HEAD"), "ref: refs/heads/x/y\n").expect("write HEAD");
+}
+
+#[test]
+fn a_ref_below_a_symlinked_dir_is_not_looked_up_by_seamfs() {
+    let frozen = Frozen::new("hostile-link-seamfs");
+    let env = Env::new("hostile-link-seamfs", &[]);
+    let r = env.host_repo("repo", FILES);
+    plant_link_into_frozen(&r, &frozen);
+    let got = timed_read(r.b(".git/HEAD"), Duration::from_secs(2));
+    // Thaw before any assertion: a hung worker would also keep the mount's guard waiting.
+    drop(frozen);
+    let (took, res) = got.unwrap_or_else(|| panic!("reading HEAD blocked: seamfs walked through the link:\n{}", env.log()));
+    eprintln!("HEAD read in {took:?} with its branch below a symlink into a frozen mount");
+    assert_eq!(res.expect("read HEAD"), b"ref: refs/heads/x/y\n");
+    env.finish();
+}
+
+#[test]
+fn a_ref_below_a_symlinked_dir_is_not_looked_up_by_seamd() {
+    let frozen = Frozen::new("hostile-link-seamd");
+    let t = seam_tests::TempDir::new("hostile-link-seamd");
+    let git = seam_tests::Git::new();
+    let host = t.subdir("checkout");
+    git.run(&host, &["init", "-q"]);
+    git.run(&host, &["commit", "-q", "--allow-empty", "-m", "base"]);
+    let r = Repo { host: host.clone(), boxed: host.clone() };
+    // A whole index as a proposal makes seamd read HEAD (its name's head and base are made up).
+    // Before the link: git itself would walk through it and hang.
+    git.run(&host, &["read-tree", "HEAD"]);
+    let index = std::fs::read(r.h(".git/index")).expect("read the index");
+    std::fs::write(r.h(&format!(".git/index.seam-proposed.{}.{}.ff", "1".repeat(40), "2".repeat(40))), index).expect("write");
+    plant_link_into_frozen(&r, &frozen);
+    let mut seamd = std::process::Command::new(seam_tests::bins::bin("seamd"))
+        .args(["run", "--once"])
+        .arg(&host)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start seamd");
+    let t0 = Instant::now();
+    let mut done = None;
+    while t0.elapsed() < Duration::from_secs(2) && done.is_none() {
+        done = seamd.try_wait().expect("wait seamd");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if done.is_none() {
+        let _ = seamd.kill();
+    }
+    let out = seamd.wait_with_output().expect("seamd output");
+    drop(frozen);
+    let log = String::from_utf8_lossy(&out.stderr);
+    eprintln!("seamd after {:?}: {log}", t0.elapsed());
+    assert!(done.is_some(), "seamd hung: it walked through the link into the frozen mount");
+    assert!(log.contains("HEAD"), "seamd did not get to HEAD: the test proves nothing\n{log}");
+}
