@@ -43,6 +43,8 @@ pub struct Hooks {
     /// Called right after a proposal was renamed onto the index and before HEAD is read again
     /// (tests move HEAD here to exercise the restore).
     pub after_write: Option<Hook>,
+    /// Called before anything of a proposal is read (tests swap worktree git dirs here).
+    pub before_check: Option<Hook>,
 }
 
 /// What became of one proposal.
@@ -120,6 +122,9 @@ impl Install<'_> {
     /// Decides and carries out the install of the proposal named `name` in the git dir.
     pub fn run(&self, name: &OsStr) -> Result<Verdict, IoError> {
         let g = self.git;
+        if let Some(hook) = &self.hooks.before_check {
+            hook(&g.rel);
+        }
         let parsed = match ProposalName::parse(name.as_bytes()) {
             Ok(p) => p,
             Err(e) => return self.prune(name, Verdict::Malformed(e.0.to_string())),

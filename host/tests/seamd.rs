@@ -253,6 +253,7 @@ fn head_moved_after_the_write_restores_the_index_byte_exact() {
             // A host `reset --soft` between seamd's checks: HEAD moves without index.lock.
             std::fs::write(&main_ref, format!("{base}\n")).expect("move HEAD");
         })),
+        ..Default::default()
     };
     let verdicts = one_pass(&fx, &hooks);
     assert!(matches!(&verdicts[..], [(_, _, Verdict::Restored(_))]), "{verdicts:?}");
@@ -275,6 +276,7 @@ fn a_host_write_after_the_install_is_never_overwritten_by_the_restore() {
             std::fs::rename(gd.join("index.tmp-host"), gd.join("index")).expect("host git renames its index in");
             std::fs::write(gd.join("refs/heads/main"), format!("{base}\n")).expect("move HEAD");
         })),
+        ..Default::default()
     };
     let before = fx.index();
     let verdicts = one_pass(&fx, &hooks);

@@ -31,6 +31,10 @@ pub struct GitDirRef<'a> {
     pub common: PathBuf,
     /// Every read checked against the lower's listing (`read_lower_verified`).
     pub verified: bool,
+    /// The common dir's own fd, when it is reached apart from `lower` (seamd: a worktree's git
+    /// dir and the main one, each through the fd it was checked by); `common` is then relative
+    /// to it.
+    pub common_at: Option<&'a Lower>,
 }
 
 /// Joins `rel` under `base` lexically, refusing to climb above the lower root.
@@ -61,7 +65,7 @@ pub fn cpath(p: &Path) -> CString {
 impl<'a> GitDirRef<'a> {
     /// A git dir at `dir`; a linked worktree's reads `commondir` to find the common dir.
     pub fn open(lower: &'a Lower, dir: PathBuf) -> GitDirRef<'a> {
-        let mut g = GitDirRef { lower, common: dir.clone(), dir, verified: false };
+        let mut g = GitDirRef { lower, common: dir.clone(), dir, verified: false, common_at: None };
         // Only a linked worktree's git dir (`<common>/worktrees/<id>`) has a `commondir`: not
         // asking the share for it elsewhere saves a round trip per judged read.
         let linked = g.dir.parent().and_then(|p| p.file_name()).is_some_and(|n| n == "worktrees");
@@ -92,11 +96,15 @@ impl<'a> GitDirRef<'a> {
 
     /// Reads a file below the git dir (`common`: below the common dir); None when absent.
     pub fn read_file(&self, name: &Path, common: bool) -> std::io::Result<Option<Vec<u8>>> {
-        let base = if common { &self.common } else { &self.dir };
+        let (lower, base) = match (common, self.common_at) {
+            (true, Some(at)) => (at, &self.common),
+            (true, None) => (self.lower, &self.common),
+            (false, _) => (self.lower, &self.dir),
+        };
         if self.verified {
-            read_lower_verified(self.lower, &base.join(name))
+            read_lower_verified(lower, &base.join(name))
         } else {
-            read_lower(self.lower, &base.join(name))
+            read_lower(lower, &base.join(name))
         }
     }
 }

@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use seamd::install::{Hooks, Verdict};
+use seamfs::heal::proposal::ProposalName;
+
 use super::Fx;
 
 /// `mkfifo` (or `mknod` of the char device `dev`) at `path`, replacing what is there.
@@ -255,4 +258,52 @@ fn seamd_log_escapes_hostile_names() {
     let log = super::stderr(&out);
     assert!(log.contains(r"index.seam-proposed.'$(touch x)'\nseamd: forged line: malformed"), "{log}");
     assert!(!log.lines().any(|l| l.starts_with("seamd: forged line")), "a forged log line:\n{log}");
+}
+
+/// `renameat2(RENAME_EXCHANGE)` of two paths.
+fn exchange(a: &Path, b: &Path) {
+    let (ca, cb) = (CString::new(a.as_os_str().as_encoded_bytes()).expect("no NUL"), CString::new(b.as_os_str().as_encoded_bytes()).expect("no NUL"));
+    // SAFETY: valid C strings.
+    let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    assert_eq!(r, 0, "exchange {} and {}: {}", a.display(), b.display(), std::io::Error::last_os_error());
+}
+
+/// Worktrees `a` (HEAD on the base) and `b` (HEAD on a box commit), and a proposal in `a` made
+/// for `b`'s HEAD over `a`'s index. The box swaps `worktrees/a` and `worktrees/b` after seamd
+/// listed them: seamd must judge `a`'s proposal by `a`'s HEAD, through the fd it installs by, and
+/// prune it (old seamd read HEAD by path, found `b`'s, and installed into `a`'s index).
+#[test]
+fn a_worktree_swap_mid_pass_never_installs_into_the_other_index() {
+    let fx = Fx::new();
+    let (wa, wb) = (fx.root.join("wa"), fx.root.join("wb"));
+    fx.git(&["worktree", "add", "-q", "-b", "wa", &wa.to_string_lossy()]);
+    fx.git(&["worktree", "add", "-q", "-b", "wb", &wb.to_string_lossy()]);
+    std::fs::write(wb.join("a"), "b's\n").expect("write");
+    super::git_in(&wb, None, &["commit", "-q", "-am", "on b"]);
+    let b_head = super::git_in(&wb, None, &["rev-parse", "HEAD"]).trim().to_string();
+    let (ga, gb) = (fx.gitdir().join("worktrees/wa"), fx.gitdir().join("worktrees/wb"));
+    let a_index = std::fs::read(ga.join("index")).expect("a's index");
+    let objects = fx.gitdir().join("objects");
+    let out = seamfs::heal::heal(&objects, &a_index, &fx.base, &b_head).expect("heal");
+    let seamfs::heal::HealOutcome::Healed { bytes, kind } = out else { panic!("{out:?}") };
+    let name = ProposalName { head: b_head.clone(), base: seamfs::heal::blob_id(&a_index, gix::hash::Kind::Sha1), kind }.file_name();
+    std::fs::write(ga.join(&name), &bytes).expect("write the proposal");
+    let swapped = Arc::new(AtomicBool::new(false));
+    let hooks = Hooks {
+        before_check: Some(Box::new({
+            let (ga, gb, swapped) = (ga.clone(), gb.clone(), swapped.clone());
+            move |rel: &Path| {
+                if rel.ends_with("wa") && !swapped.swap(true, Ordering::Relaxed) {
+                    exchange(&ga, &gb);
+                }
+            }
+        })),
+        ..Default::default()
+    };
+    let verdicts = super::one_pass(&fx, &hooks);
+    eprintln!("verdicts: {verdicts:?}");
+    assert!(swapped.load(Ordering::Relaxed), "the swap never happened: the test proves nothing");
+    // a's git dir is now at worktrees/wb.
+    assert_eq!(std::fs::read(gb.join("index")).expect("a's index"), a_index, "b's HEAD was checked and a's index replaced");
+    assert!(matches!(&verdicts[..], [(_, _, Verdict::Stale(_))]), "{verdicts:?}");
 }
