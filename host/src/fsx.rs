@@ -102,7 +102,11 @@ pub fn read_regular(l: &Lower, rel: &Path) -> Result<Option<(Vec<u8>, libc::stat
     })
 }
 
-/// The names in directory `rel` under `l` (without `.` and `..`).
+/// The most names seamd takes from one directory: a git dir the box filled with millions of
+/// names must not cost seamd unbounded memory and time every pass.
+pub const MAX_NAMES: usize = 100_000;
+
+/// The names in directory `rel` under `l` (without `.` and `..`); an error past [`MAX_NAMES`].
 pub fn list(l: &Lower, rel: &Path) -> std::io::Result<Vec<OsString>> {
     let fd = l.open_at(&c(rel), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
     // SAFETY: fdopendir takes ownership of a valid directory fd; closedir below releases it.
@@ -121,6 +125,11 @@ pub fn list(l: &Lower, rel: &Path) -> std::io::Result<Vec<OsString>> {
         let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
         if name != b"." && name != b".." {
             names.push(OsString::from_vec(name.to_vec()));
+        }
+        if names.len() > MAX_NAMES {
+            // SAFETY: `dir` came from fdopendir and is closed once.
+            unsafe { libc::closedir(dir) };
+            return Err(std::io::Error::other(format!("more than {MAX_NAMES} names: not listed further")));
         }
     }
     // SAFETY: `dir` came from fdopendir and is closed once.

@@ -129,6 +129,24 @@ impl Install<'_> {
             Ok(p) => p,
             Err(e) => return self.prune(name, Verdict::Malformed(e.0.to_string())),
         };
+        // Cheap checks first: this runs every pass while a host rebase or bisect goes on, and a
+        // proposal may be 256 MiB.
+        if let Some(op) = operation_in_progress(g) {
+            return Ok(Verdict::Later(format!("an operation is in progress ({op})")));
+        }
+        match fsx::lstat(&g.dir, Path::new(name)) {
+            Ok(Some((fsx::Kind::File, st))) if st.st_size as u64 > fsx::MAX_FILE => {
+                return self.prune(name, Verdict::Malformed(format!("{} bytes, over the bound", st.st_size)))
+            }
+            Ok(Some((fsx::Kind::File, _))) => {}
+            Ok(Some((k, _))) => return Ok(Verdict::NotRegular(format!("{}, not a regular file", k.describe()))),
+            Ok(None) => return Ok(Verdict::Later("gone before it was read".into())),
+            Err(e) => return Err(IoError::new("lstat", shown(g, name), e)),
+        }
+        // A first look without the lock: most stale proposals go here, unread.
+        if let Some(v) = self.mismatch(&parsed)? {
+            return self.prune(name, v);
+        }
         let bytes = match fsx::read_regular(&g.dir, Path::new(name)) {
             Ok(Some((b, _))) => b,
             Ok(None) => return Ok(Verdict::Later("gone before it was read".into())),
@@ -141,13 +159,6 @@ impl Install<'_> {
         }
         if let Err(bad) = seamfs::index::validate::check(&bytes) {
             return self.prune(name, Verdict::Malformed(format!("not a whole index: {bad}")));
-        }
-        if let Some(op) = operation_in_progress(g) {
-            return Ok(Verdict::Later(format!("an operation is in progress ({op})")));
-        }
-        // A first look without the lock: most stale proposals go here.
-        if let Some(v) = self.mismatch(&parsed)? {
-            return self.prune(name, v);
         }
         let Some((_, st)) = read_index(g)? else {
             return self.prune(name, Verdict::Stale("no shared index".into()));
@@ -241,24 +252,29 @@ impl Install<'_> {
         }
     }
 
-    /// Removes the proposal's name when the verdict says so and it is a regular file, and its
-    /// base file once no other proposal names that base.
+    /// Removes the proposal's name when the verdict says so and it is a regular file. Its base
+    /// file goes in [`prune_bases`], once per pass.
     fn prune(&self, name: &OsStr, v: Verdict) -> Result<Verdict, IoError> {
         if !v.repeats() {
             fsx::remove_if_regular(&self.git.dir, name).map_err(|e| IoError::new("remove", shown(self.git, name), e))?;
-            if let Ok(p) = ProposalName::parse(name.as_bytes()) {
-                let still_used = proposals(self.git)?
-                    .iter()
-                    .filter_map(|n| ProposalName::parse(n.as_bytes()).ok())
-                    .any(|q| q.base == p.base);
-                if !still_used {
-                    let base = OsString::from(format!("{BASE_PREFIX}{}", p.base));
-                    fsx::remove_if_regular(&self.git.dir, &base).map_err(|e| IoError::new("remove", shown(self.git, &base), e))?;
-                }
-            }
         }
         Ok(v)
     }
+}
+
+/// Removes the base files (`index.seam-base.<base>`) of the proposals `pruned` once no
+/// proposal left in `g` names that base: one listing for the whole pass, not one per name.
+pub fn prune_bases(g: &GitDir, pruned: &[OsString]) -> Result<(), IoError> {
+    let bases: std::collections::BTreeSet<String> = pruned.iter().filter_map(|n| ProposalName::parse(n.as_bytes()).ok()).map(|p| p.base).collect();
+    if bases.is_empty() {
+        return Ok(());
+    }
+    let used: std::collections::BTreeSet<String> = proposals(g)?.iter().filter_map(|n| ProposalName::parse(n.as_bytes()).ok()).map(|p| p.base).collect();
+    for base in bases.difference(&used) {
+        let name = OsString::from(format!("{BASE_PREFIX}{base}"));
+        fsx::remove_if_regular(&g.dir, &name).map_err(|e| IoError::new("remove", shown(g, &name), e))?;
+    }
+    Ok(())
 }
 
 /// The names in `g` that claim to be proposals, sorted.

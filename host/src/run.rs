@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::gitdirs::Checkout;
-use crate::install::{proposals, Hooks, Install, Verdict};
+use crate::install::{proposals, prune_bases, Hooks, Install, Verdict};
 use crate::quote;
 
 /// How `run` works.
@@ -69,6 +69,7 @@ pub fn pass(c: &Checkout, hooks: &Hooks, quiet: &mut Quiet, log: &mut dyn FnMut(
                 continue;
             }
         };
+        let mut pruned = Vec::new();
         for name in names {
             let shown = g.rel.join(&name);
             match (Install { checkout: c, git: g, hooks }).run(&name) {
@@ -76,6 +77,9 @@ pub fn pass(c: &Checkout, hooks: &Hooks, quiet: &mut Quiet, log: &mut dyn FnMut(
                     let line = format!("{}: {v}", quote::shown(&shown));
                     if !v.repeats() || quiet.seen.insert((g.rel.clone(), name.clone(), line.clone())) {
                         log(&line);
+                    }
+                    if !v.repeats() {
+                        pruned.push(name.clone());
                     }
                     report.verdicts.push((g.rel.clone(), name, v));
                 }
@@ -85,6 +89,11 @@ pub fn pass(c: &Checkout, hooks: &Hooks, quiet: &mut Quiet, log: &mut dyn FnMut(
                     report.errors.push(line);
                 }
             }
+        }
+        if let Err(e) = prune_bases(g, &pruned) {
+            let line = e.to_string();
+            log(&line);
+            report.errors.push(line);
         }
     }
     report

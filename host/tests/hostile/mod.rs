@@ -307,3 +307,53 @@ fn a_worktree_swap_mid_pass_never_installs_into_the_other_index() {
     assert_eq!(std::fs::read(gb.join("index")).expect("a's index"), a_index, "b's HEAD was checked and a's index replaced");
     assert!(matches!(&verdicts[..], [(_, _, Verdict::Stale(_))]), "{verdicts:?}");
 }
+
+/// `seamd run --once` on `fx` under `strace -e trace=openat,openat2`; the trace.
+fn traced_opens(fx: &Fx) -> String {
+    let trace = fx.root.join(format!("strace-{}.out", super::SEQ.fetch_add(1, Ordering::Relaxed)));
+    let out = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=openat,openat2", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_seamd"))
+        .args(["run", "--once"])
+        .arg(&fx.co)
+        .output()
+        .expect("strace is needed for this test");
+    eprintln!("seamd: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(&trace).expect("read trace")
+}
+
+/// While a host operation is in progress seamd passes every 250 ms: the proposal (up to
+/// 256 MiB) is not opened at all (old seamd read and hashed it whole each pass first).
+#[test]
+fn an_operation_in_progress_costs_no_read_of_the_proposal() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    let (path, _) = fx.propose(&fx.base, &new);
+    std::fs::create_dir(fx.gitdir().join("rebase-merge")).expect("mkdir");
+    let text = traced_opens(&fx);
+    let name = path.file_name().expect("name").to_string_lossy().into_owned();
+    let opens: Vec<&str> = text.lines().filter(|l| l.contains(&name)).collect();
+    let listed = text.lines().any(|l| l.contains("\".\"") && l.contains("O_DIRECTORY") && !l.contains("O_PATH"));
+    assert!(listed, "seamd never listed the git dir: the trace shows nothing\n{text}");
+    assert!(opens.is_empty(), "the proposal was opened while an operation is in progress:\n{}", opens.join("\n"));
+    assert!(path.exists(), "left for later");
+}
+
+/// Twenty stale proposals are pruned with a bounded number of listings of the git dir (old
+/// seamd listed it again for each one: quadratic in the number of proposals).
+#[test]
+fn pruning_many_proposals_lists_the_git_dir_a_bounded_number_of_times() {
+    let fx = Fx::new();
+    let index = fx.index();
+    for i in 0..20 {
+        let head = format!("{i:040x}");
+        let name = ProposalName { head, base: seamfs::heal::blob_id(&index, gix::hash::Kind::Sha1), kind: seamfs::heal::HealKind::Ff }.file_name();
+        std::fs::write(fx.gitdir().join(name), &index).expect("write");
+    }
+    let text = traced_opens(&fx);
+    let listings = text.lines().filter(|l| l.contains("\".\"") && l.contains("O_DIRECTORY") && !l.contains("O_PATH")).count();
+    eprintln!("{listings} listings of a git dir for 20 pruned proposals");
+    assert!(fx.proposals_left(&fx.gitdir()).is_empty(), "not all pruned");
+    assert!(listings <= 4, "{listings} listings for 20 proposals:\n{text}");
+}
