@@ -7,7 +7,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use seamfs::heal::blob_id;
 use seamfs::heal::proposal::ProposalName;
 
 use crate::fsx::{self, Kind, ReadError};
@@ -123,7 +122,7 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
             continue;
         }
         let head_ok = matches!(c.head(g), Ok(seamfs::gitdata::HeadOid::At(h)) if h == parsed.head);
-        let base_ok = matches!(fsx::read_regular(&g.dir, Path::new(INDEX)), Ok(Some((b, _))) if blob_id(&b, parsed.hash_kind()) == parsed.base);
+        let base_ok = matches!(fsx::read_regular(&g.dir, Path::new(INDEX)), Ok(Some((b, _))) if crate::install::base_holds(g, &parsed, &b));
         let what = match (head_ok, base_ok) {
             (true, true) => (Level::Info, "pending: `seamd run` installs it".to_string()),
             (false, _) => (Level::Warn, "stale: HEAD no longer resolves to its head; `seamd run` prunes it".to_string()),

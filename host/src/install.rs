@@ -82,7 +82,10 @@ impl fmt::Display for Verdict {
             Verdict::NotRegular(w) => write!(f, "refused, left in place: {w}; remove it by hand (rm removes a link, never its target)"),
             Verdict::Later(w) => write!(f, "left for later: {w}"),
             Verdict::Restored(w) => write!(f, "installed, then HEAD moved ({w}): the old index was restored byte-exact; the box proposes again"),
-            Verdict::RestoreFailed(w) => write!(f, "installed, then HEAD moved, and the old index could NOT be restored: {w}"),
+            Verdict::RestoreFailed(w) => write!(
+                f,
+                "installed, then HEAD moved, and the old index could NOT be restored: {w}. Next: `git status` on the host; if it shows changes nobody made, `git reset -q` makes the index match HEAD (the work tree is kept, staging is lost)"
+            ),
         }
     }
 }
@@ -166,7 +169,10 @@ impl Install<'_> {
         let owner = (unsafe { libc::geteuid() } == 0).then_some((st.st_uid, st.st_gid));
         let mode = st.st_mode & 0o777;
         let Some(lock) = LockFile::take(&g.dir, &g.rel, INDEX, mode, owner)? else {
-            return Ok(Verdict::Later("index.lock is held (a host git is running)".into()));
+            return Ok(Verdict::Later(format!(
+                "index.lock is held: by a host git (seamd waits), or left by a crash, which blocks host git too: if no git runs, remove it: rm -- {}",
+                crate::quote::shell(&self.checkout.path.join(&g.rel).join("index.lock"))
+            )));
         };
         // Again under the lock: this is the check that counts.
         let old = match read_index(g)? {
@@ -212,18 +218,8 @@ impl Install<'_> {
         }
     }
 
-    /// True when the shared index is still the proposal's base: the same bytes, or — a poller's
-    /// stat-only rewrite — the same entries as the base bytes seamfs left beside the proposal
-    /// (`index.seam-base.<base>`, trusted only if its blob id is its name).
     fn base_holds(&self, p: &ProposalName, current: &[u8]) -> bool {
-        if blob_id(current, p.hash_kind()) == p.base {
-            return true;
-        }
-        let name = format!("{BASE_PREFIX}{}", p.base);
-        match fsx::read_regular(&self.git.dir, Path::new(&name)) {
-            Ok(Some((base, _))) => blob_id(&base, p.hash_kind()) == p.base && same_entries(&base, current, p.hash_kind()),
-            _ => false,
-        }
+        base_holds(self.git, p, current)
     }
 
     /// Puts `old` back, under the lock, if the index still holds what seamd installed.
@@ -275,6 +271,21 @@ pub fn prune_bases(g: &GitDir, pruned: &[OsString]) -> Result<(), IoError> {
         fsx::remove_if_regular(&g.dir, &name).map_err(|e| IoError::new("remove", shown(g, &name), e))?;
     }
     Ok(())
+}
+
+/// True when the shared index `current` is still the proposal's base: the same bytes, or — a
+/// poller's stat-only rewrite — the same entries as the base bytes seamfs left beside the
+/// proposal (`index.seam-base.<base>`, trusted only if its blob id is its name). `doctor`
+/// judges by the same rule as `run`.
+pub fn base_holds(g: &GitDir, p: &ProposalName, current: &[u8]) -> bool {
+    if blob_id(current, p.hash_kind()) == p.base {
+        return true;
+    }
+    let name = format!("{BASE_PREFIX}{}", p.base);
+    match fsx::read_regular(&g.dir, Path::new(&name)) {
+        Ok(Some((base, _))) => blob_id(&base, p.hash_kind()) == p.base && same_entries(&base, current, p.hash_kind()),
+        _ => false,
+    }
 }
 
 /// The names in `g` that claim to be proposals, sorted.

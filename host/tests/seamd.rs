@@ -281,6 +281,7 @@ fn a_host_write_after_the_install_is_never_overwritten_by_the_restore() {
     let before = fx.index();
     let verdicts = one_pass(&fx, &hooks);
     assert!(matches!(&verdicts[..], [(_, _, Verdict::RestoreFailed(w))] if w.contains("kept")), "{verdicts:?}");
+    assert!(verdicts[0].2.to_string().contains("Next: `git status` on the host"), "no next step: {}", verdicts[0].2);
     assert_eq!(fx.index(), before, "the host's write stays");
 }
 

@@ -357,3 +357,22 @@ fn pruning_many_proposals_lists_the_git_dir_a_bounded_number_of_times() {
     assert!(fx.proposals_left(&fx.gitdir()).is_empty(), "not all pruned");
     assert!(listings <= 4, "{listings} listings for 20 proposals:\n{text}");
 }
+
+/// An `index.lock` left by a crash an hour ago: seamd says it may be one and prints the command
+/// that removes it (old seamd said only "a host git is running", pass after pass).
+#[test]
+fn a_stale_index_lock_is_named_with_its_remedy() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    let (path, bytes) = fx.propose(&fx.base, &new);
+    let lock = fx.gitdir().join("index.lock");
+    std::fs::write(&lock, b"").expect("write the lock");
+    let log = super::stderr(&fx.run_once());
+    let cmd = log.lines().find_map(|l| l.split_once(": rm -- ").map(|(_, w)| format!("rm -- {w}"))).unwrap_or_else(|| panic!("no remedy printed:\n{log}"));
+    assert!(log.contains("left by a crash"), "{log}");
+    let ran = Command::new("bash").arg("-c").arg(&cmd).output().expect("bash");
+    assert!(ran.status.success() && !lock.exists(), "{cmd} did not remove the lock");
+    assert!(path.exists(), "nothing installed while the lock was there");
+    fx.run_once();
+    assert_eq!(fx.index(), bytes, "installed once the lock was gone");
+}
