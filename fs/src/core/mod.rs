@@ -9,6 +9,7 @@ mod dir;
 mod dotgit;
 mod guard;
 mod heal_seal;
+mod held;
 mod index_split;
 mod killpriv;
 mod listing;
@@ -466,6 +467,8 @@ pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
 fn start_reaper(judge: Arc<Judge>, lower: Lower) {
     let spawned = std::thread::Builder::new().name("seam-reaper".into()).spawn(move || {
+        // First the locks a seamfs that died here left (its records, `held`).
+        held::release_all_dead(&lower);
         let mut ticks = 0u32;
         loop {
             std::thread::sleep(crate::judge::locks::REAP_EVERY);
