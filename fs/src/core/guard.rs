@@ -378,7 +378,7 @@ impl<L: Layer> Core<L> {
             }
         } else if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
-                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), true);
+                self.set_own_op(&gitdir, &child.lower.to_string_lossy(), true);
             }
         }
     }
@@ -391,7 +391,7 @@ impl<L: Layer> Core<L> {
         self.judge.locks.released(&child.path);
         if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
-                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), false);
+                self.set_own_op(&gitdir, &child.lower.to_string_lossy(), false);
             }
         }
     }
@@ -487,7 +487,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let now = self.ops_present(&start.gitdir);
-        judge_ops(&now, &self.judge.tracker.own_ops(&start.gitdir))
+        judge_ops(&now, &self.own_ops(&start.gitdir))
     }
 
     fn is_leftover_autostash(&self, dir: &Path) -> bool {
@@ -519,7 +519,7 @@ impl<L: Layer> Core<L> {
         for (dir, child, present) in [(parent, old, false), (newparent, new, true)] {
             if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
                 if let Some((gitdir, _)) = self.in_git_dir(dir, &child.lower) {
-                    self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), present);
+                    self.set_own_op(&gitdir, &child.lower.to_string_lossy(), present);
                 }
             }
         }

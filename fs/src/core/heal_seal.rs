@@ -146,7 +146,7 @@ impl<L: Layer> Core<L> {
         };
         // Only the host's operations defer the heal: the box's own rebase or cherry-pick moves
         // its branch step by step, and each step is healed like a commit.
-        let own = self.judge.tracker.own_ops(gitdir);
+        let own = self.own_ops(gitdir);
         let op_in_progress = OP_STATE
             .iter()
             .any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok());

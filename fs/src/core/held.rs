@@ -45,14 +45,19 @@ fn first_line(path: &str) -> String {
     std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
-/// This machine and boot: `/etc/machine-id` (else the host name: a busybox box has no
-/// machine id) and the kernel's boot id.
-fn here() -> (String, String) {
-    let mut machine = first_line("/etc/machine-id");
-    if machine.is_empty() {
-        machine = first_line("/proc/sys/kernel/hostname");
+/// This machine: `/etc/machine-id`, else the host name (a busybox box has no machine id).
+pub(crate) fn machine() -> String {
+    let id = first_line("/etc/machine-id");
+    if id.is_empty() {
+        first_line("/proc/sys/kernel/hostname")
+    } else {
+        id
     }
-    (machine, first_line("/proc/sys/kernel/random/boot_id"))
+}
+
+/// This machine and boot (the kernel's boot id).
+fn here() -> (String, String) {
+    (machine(), first_line("/proc/sys/kernel/random/boot_id"))
 }
 
 impl Record {

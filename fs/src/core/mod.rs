@@ -10,6 +10,7 @@ mod dotgit;
 mod guard;
 mod heal_seal;
 mod held;
+mod own_ops;
 mod index_split;
 mod killpriv;
 mod listing;

@@ -177,3 +177,43 @@ fn sigkill_while_the_heal_holds_index_lock_is_released_on_the_next_mount() {
     git.fsck(&host);
     m.unmount();
 }
+
+/// The box's own rebase stops on a conflict; seamfs is unmounted and mounted again; the box
+/// resolves and runs `git rebase --continue`, which moves HEAD. seamfs knows the rebase is the
+/// box's from the record beside it (`index.seam-ops`); old seamfs kept that in memory only,
+/// took the rebase for the host's after the restart and refused every HEAD move.
+#[test]
+fn a_restart_during_the_boxs_own_rebase_lets_it_continue() {
+    let backing = TempDir::new("crash-own-rebase-backing");
+    let mnt = TempDir::new("crash-own-rebase-mnt");
+    let git = Git::new();
+    let host = backing.join("repo");
+    std::fs::create_dir(&host).expect("mkdir");
+    git.run(&host, &["init", "-q"]);
+    std::fs::write(host.join("a.txt"), "base\n").expect("write");
+    git.run(&host, &["add", "a.txt"]);
+    git.run(&host, &["commit", "-q", "-m", "base"]);
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let boxed = m.join("repo");
+    git.run(&boxed, &["checkout", "-q", "-b", "topic"]);
+    std::fs::write(boxed.join("a.txt"), "topic\n").expect("write");
+    git.run(&boxed, &["commit", "-q", "-am", "topic"]);
+    git.run(&boxed, &["checkout", "-q", "main"]);
+    std::fs::write(boxed.join("a.txt"), "main\n").expect("write");
+    git.run(&boxed, &["commit", "-q", "-am", "main"]);
+    git.run(&boxed, &["checkout", "-q", "topic"]);
+    let r = git.try_run(&boxed, &["rebase", "main"]);
+    assert!(!r.success() && host.join(".git/rebase-merge").is_dir(), "the box's rebase did not stop on its conflict:\n{r}");
+    m.unmount();
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    std::fs::write(boxed.join("a.txt"), "resolved\n").expect("resolve");
+    git.run(&boxed, &["add", "a.txt"]);
+    let mut cont = git.cmd(&boxed, &["rebase", "--continue"]);
+    cont.env("GIT_EDITOR", "true");
+    let r = seam_tests::run::run(&mut cont);
+    assert!(r.success(), "rebase --continue after the restart failed:\n{r}\n{}", m.log());
+    assert!(!host.join(".git/rebase-merge").exists(), "the rebase did not finish");
+    assert_eq!(git.run(&host, &["log", "--format=%s", "-n", "2", "topic"]), "topic\nmain\n");
+    eprintln!("the box's rebase continued after the restart");
+    m.unmount();
+}
