@@ -38,6 +38,7 @@ pub mod layer;
 pub mod lower;
 mod lower_at;
 pub mod lower_cache;
+pub mod lower_read;
 pub mod lower_path;
 pub mod mount;
 pub mod mountinfo;

@@ -1,16 +1,16 @@
 //! The lower directory, reached only through a directory fd opened before the mount.
 //!
 //! Every access is relative to that fd and never follows a symlink on the way (`openat2` with
-//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, `AT_SYMLINK_NOFOLLOW` elsewhere), so seamfs can mount
-//! over the lower's own path and a symlink planted in the lower cannot lead it outside. A path
-//! longer than one syscall takes is reached from directory fds (`lower_at`).
+//! `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`; other calls on the last name, `AT_SYMLINK_NOFOLLOW`,
+//! from their parent opened that way: `lower_at`), so seamfs can mount over the lower's own path
+//! and a symlink planted in the lower cannot lead it outside.
 
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-use crate::lower_at::{at, openat2};
+use crate::lower_at::{at, at_for_openat2, openat2};
 
 /// Result of a libc call: -1 becomes the thread's errno.
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -82,8 +82,8 @@ impl Lower {
         if self.stale_pages.is_none() || cached.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(cached.st_size);
         }
-        let a = at(self.root_fd(), rel)?;
-        crate::lower_cache::direct_len(a.fd(), a.name()).map(|n| n as i64)
+        let (fd, _) = self.open_regular(rel)?;
+        crate::lower_cache::direct_len(fd).map(|n| n as i64)
     }
 
     /// A lower rooted at a directory fd already opened without following links (for example a
@@ -140,7 +140,7 @@ impl Lower {
             // O_PATH allows only a few companions.
             flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;
         }
-        let a = at(self.root_fd(), rel)?;
+        let a = at_for_openat2(self.root_fd(), rel)?;
         openat2(a.fd(), a.name(), flags, mode)
     }
 

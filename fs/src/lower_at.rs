@@ -1,10 +1,12 @@
-//! Lower paths longer than one syscall takes (`PATH_MAX`, 4096 bytes with the NUL).
+//! How a `*at` call reaches a lower path: never through a symlink, and at any length.
 //!
-//! seamfs addresses the lower by the whole path below its root, and a box that `cd`s deep into
-//! the mount can make that path longer than the kernel accepts at once (`ENAMETOOLONG` where the
-//! lower itself succeeds). Such a path is resolved from directory fds: its parent directory is
-//! opened in chunks shorter than `PATH_MAX`, each beneath the last and following no symlink,
-//! and the call is made on the last name relative to that fd. A short path costs nothing.
+//! seamfs and seamd address the lower by the whole path below its root. A `*at` call with a
+//! path of several names follows symlinks in the middle (a box link `refs/heads/x -> /net/...`
+//! read as `refs/heads/x/y` would reach the host's automounts), so a path with a parent has
+//! that parent opened first with `openat2` (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), and the
+//! call is made on the last name relative to it: one more syscall, about 0.5 us. A box that
+//! `cd`s deep into the mount can make the parent longer than the kernel accepts at once
+//! (`PATH_MAX`): it is then opened in chunks, each beneath the last. A single name costs nothing.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -68,19 +70,30 @@ impl At<'_> {
     }
 }
 
-/// Addresses `rel` (relative to `root`) for a `*at` call.
+/// Addresses `rel` (relative to `root`) for a `*at` call. A single name is used as it is; a
+/// longer path has its parent opened beneath `root` with no symlink followed (`openat2`, in
+/// chunks when long), so no call ever resolves a symlink in the middle of a path: a `*at` call
+/// follows every intermediate link, `AT_SYMLINK_NOFOLLOW` spares only the last name.
 pub(crate) fn at(root: RawFd, rel: &CStr) -> io::Result<At<'_>> {
     let bytes = rel.to_bytes();
-    if bytes.len() <= MAX_AT_ONCE {
+    let Some(i) = bytes.iter().rposition(|&b| b == b'/') else {
+        if bytes.len() > MAX_AT_ONCE {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+        }
+        return Ok(At::Whole(root, rel));
+    };
+    let dir = open_dir_in_chunks(root, &bytes[..i])?;
+    let name = CString::new(&bytes[i + 1..]).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    Ok(At::Parent(dir, name))
+}
+
+/// Addresses `rel` for `openat2`, which resolves beneath `root` without symlinks itself: the
+/// whole path when it fits one call, else as [`at`] does.
+pub(crate) fn at_for_openat2(root: RawFd, rel: &CStr) -> io::Result<At<'_>> {
+    if rel.to_bytes().len() <= MAX_AT_ONCE {
         return Ok(At::Whole(root, rel));
     }
-    let (parent, name) = match bytes.iter().rposition(|&b| b == b'/') {
-        Some(i) => (&bytes[..i], &bytes[i + 1..]),
-        None => return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG)),
-    };
-    let dir = open_dir_in_chunks(root, parent)?;
-    let name = CString::new(name).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    Ok(At::Parent(dir, name))
+    at(root, rel)
 }
 
 /// Opens directory `path` below `root` as an `O_PATH` fd, at most `MAX_AT_ONCE` bytes a step.

@@ -10,7 +10,6 @@
 //! reads git-dir files with `O_DIRECT` there, takes a live file's size from the bytes read, and
 //! drops the dentry cache when a name the server's listing no longer has blocks a lock.
 
-use std::ffi::CStr;
 use std::os::fd::RawFd;
 use std::path::Path;
 
@@ -42,22 +41,11 @@ pub fn drop_dentries() -> std::io::Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", "2")
 }
 
-/// Reads `rel` under `dir_fd` with O_DIRECT to its end; the number of bytes (the size the
-/// lower's cached inode may not know).
-pub fn direct_len(dir_fd: RawFd, rel: &CStr) -> std::io::Result<u64> {
+/// Reads `fd` (from `Lower::open_regular`, O_DIRECT on such a lower) to its end; the number of
+/// bytes (the size the lower's cached inode may not know).
+pub fn direct_len(fd: std::os::fd::OwnedFd) -> std::io::Result<u64> {
     use std::io::Read;
-    use std::os::fd::FromRawFd;
-    let flags = libc::O_RDONLY | libc::O_DIRECT | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK;
-    // SAFETY: valid fd and C string; the fd is owned below.
-    let fd = unsafe { libc::openat(dir_fd, rel.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh fd.
-    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
+    let mut f = std::fs::File::from(fd);
     let mut buf = vec![0u8; 64 << 10];
     let mut n = 0u64;
     loop {

@@ -6,12 +6,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use seamfs::heal::blob_id;
 use seamfs::heal::proposal::ProposalName;
 
 use crate::fsx::{self, Kind, ReadError};
 use crate::gitdirs::{operation_in_progress, Checkout, GitDir};
 use crate::install::{proposals, INDEX};
+use crate::quote;
 
 /// How `doctor` works.
 #[derive(Debug, Clone, Copy)]
@@ -35,11 +35,11 @@ pub use seamfs::report::Finding as Row;
 /// How a path is shown in a row and in the commands a recovery gives: every row goes through
 /// here, so the quoting of names is one function.
 pub fn shown(p: &Path) -> String {
-    format!("'{}'", p.display())
+    quote::shell(p)
 }
 
 fn row(kind: &'static str, level: Level, at: &Path, found: impl Into<String>, recovery: impl Into<String>) -> Row {
-    Row { kind, severity: level, at: at.display().to_string(), found: found.into(), recovery: recovery.into() }
+    Row { kind, severity: level, at: quote::shown(at), found: found.into(), recovery: recovery.into() }
 }
 
 /// The report as text: one line per row, its recovery below, and a count.
@@ -95,9 +95,9 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
             return;
         }
     };
-    let rm = |name: &std::ffi::OsStr| format!("rm {}", shown(&c.path.join(&g.rel).join(name)));
+    let rm = |name: &std::ffi::OsStr| format!("rm -- {}", shown(&c.path.join(&g.rel).join(name)));
     for name in names {
-        let shown_name = name.to_string_lossy().into_owned();
+        let shown_name = quote::shown(Path::new(&name));
         let mut add = |kind, level, found: &str, recovery: String| {
             rows.push(row(kind, level, &g.rel, format!("{shown_name}: {found}"), recovery));
         };
@@ -126,7 +126,7 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
             continue;
         }
         let head_ok = matches!(c.head(g), Ok(seamfs::gitdata::HeadOid::At(h)) if h == parsed.head);
-        let base_ok = matches!(fsx::read_regular(&g.dir, Path::new(INDEX)), Ok(Some((b, _))) if blob_id(&b, parsed.hash_kind()) == parsed.base);
+        let base_ok = matches!(fsx::read_regular(&g.dir, Path::new(INDEX)), Ok(Some((b, _))) if crate::install::base_holds(g, &parsed, &b));
         match (head_ok, base_ok) {
             (true, true) => add("pending-proposal", Level::Info, "pending", "`seamd run` installs it".into()),
             (false, _) => add("stale-proposal", Level::Warn, "stale: HEAD no longer resolves to its head", "`seamd run` prunes it".into()),
@@ -246,7 +246,7 @@ fn lock_rows(c: &Checkout, g: &GitDir, age: Duration, rows: &mut Vec<Row>) {
             let old = now.duration_since(mtime).unwrap_or_default();
             if old >= age {
                 let found = format!("lock is {} s old", old.as_secs());
-                let fix = format!("if no git process (host or box) is running, remove it: rm {}", shown(&c.path.join(&g.rel).join(&rel)));
+                let fix = format!("if no git process (host or box) is running, remove it: rm -- {}", shown(&c.path.join(&g.rel).join(&rel)));
                 rows.push(row("old-lock", Level::Warn, &g.rel.join(&rel), found, fix));
             }
         }

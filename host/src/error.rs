@@ -24,7 +24,7 @@ impl IoError {
 
 impl fmt::Display for IoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.op, self.path.display(), self.source)
+        write!(f, "{} {}: {}", self.op, crate::quote::shown(&self.path), self.source)
     }
 }
 

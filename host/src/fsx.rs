@@ -3,12 +3,12 @@
 //! names, so nothing the box renames mid-way can redirect them.
 
 use std::ffi::{CStr, CString, OsStr, OsString};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, IntoRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use seamfs::lower::{fstat, Lower};
+use seamfs::lower::Lower;
 
 use crate::error::IoError;
 
@@ -92,32 +92,21 @@ impl std::fmt::Display for ReadError {
 }
 
 /// Reads the regular file `rel` under `l` whole, at most [`MAX_FILE`] bytes; None when absent.
-/// Opened non-blocking (a FIFO planted under the name cannot stall seamd), never through a link.
+/// Through `Lower::read_regular`: never through a link, and a FIFO or device planted under the
+/// name is neither opened nor waited on.
 pub fn read_regular(l: &Lower, rel: &Path) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
-    let fd = match l.open_at(&c(rel), libc::O_RDONLY | libc::O_NONBLOCK, 0) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(ReadError::NotRegular(Kind::Symlink)),
-        Err(e) => return Err(ReadError::Io(e)),
-    };
-    let st = fstat(fd.as_raw_fd()).map_err(ReadError::Io)?;
-    let kind = kind_of(st.st_mode);
-    if kind != Kind::File {
-        return Err(ReadError::NotRegular(kind));
-    }
-    if st.st_size as u64 > MAX_FILE {
-        return Err(ReadError::TooLarge(st.st_size as u64));
-    }
-    let mut buf = Vec::with_capacity(st.st_size as usize);
-    // One byte over the bound tells a file that grew while read.
-    std::fs::File::from(fd).take(MAX_FILE + 1).read_to_end(&mut buf).map_err(ReadError::Io)?;
-    if buf.len() as u64 > MAX_FILE {
-        return Err(ReadError::TooLarge(buf.len() as u64));
-    }
-    Ok(Some((buf, st)))
+    l.read_regular(&c(rel), MAX_FILE).map_err(|e| match e {
+        seamfs::lower_read::ReadError::NotRegular(mode) => ReadError::NotRegular(kind_of(mode)),
+        seamfs::lower_read::ReadError::TooLarge(n) => ReadError::TooLarge(n),
+        seamfs::lower_read::ReadError::Io(e) => ReadError::Io(e),
+    })
 }
 
-/// The names in directory `rel` under `l` (without `.` and `..`).
+/// The most names seamd takes from one directory: a git dir the box filled with millions of
+/// names must not cost seamd unbounded memory and time every pass.
+pub const MAX_NAMES: usize = 100_000;
+
+/// The names in directory `rel` under `l` (without `.` and `..`); an error past [`MAX_NAMES`].
 pub fn list(l: &Lower, rel: &Path) -> std::io::Result<Vec<OsString>> {
     let fd = l.open_at(&c(rel), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
     // SAFETY: fdopendir takes ownership of a valid directory fd; closedir below releases it.
@@ -136,6 +125,11 @@ pub fn list(l: &Lower, rel: &Path) -> std::io::Result<Vec<OsString>> {
         let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
         if name != b"." && name != b".." {
             names.push(OsString::from_vec(name.to_vec()));
+        }
+        if names.len() > MAX_NAMES {
+            // SAFETY: `dir` came from fdopendir and is closed once.
+            unsafe { libc::closedir(dir) };
+            return Err(std::io::Error::other(format!("more than {MAX_NAMES} names: not listed further")));
         }
     }
     // SAFETY: `dir` came from fdopendir and is closed once.

@@ -19,6 +19,8 @@ pub struct Checkout {
     pub path: PathBuf,
     /// The checkout's directory fd.
     pub root: Lower,
+    /// The main git dir's fd (`.git`, checked a real directory at open): shared refs.
+    pub main: Lower,
 }
 
 /// One git dir.
@@ -46,7 +48,10 @@ impl Checkout {
     pub fn open(path: &Path) -> Result<Checkout, CheckoutError> {
         let root = Lower::open(path).map_err(|source| CheckoutError::Open { path: path.into(), source })?;
         match fsx::lstat(&root, Path::new(MAIN)) {
-            Ok(Some((Kind::Dir, _))) => Ok(Checkout { path: path.into(), root }),
+            Ok(Some((Kind::Dir, _))) => {
+                let main = fsx::open_dir(&root, Path::new(MAIN)).map_err(|source| CheckoutError::Open { path: path.join(MAIN), source })?;
+                Ok(Checkout { path: path.into(), root, main })
+            }
             Ok(Some((k, _))) => Err(CheckoutError::NotMain { path: path.into(), what: k.describe() }),
             Ok(None) => Err(CheckoutError::NotMain { path: path.into(), what: "missing" }),
             Err(source) => Err(CheckoutError::Open { path: path.join(MAIN), source }),
@@ -98,8 +103,11 @@ impl Checkout {
 
     /// What HEAD of `g` resolves to, read as data (loose ref or packed-refs). Branch refs are
     /// looked up in the main git dir, never in a `commondir` the box could point elsewhere.
+    /// HEAD is read through `g`'s own fd, the one its index is installed through, so a rename
+    /// of the git dir mid-pass cannot check one worktree's HEAD and install into another's
+    /// index; shared refs through the main git dir's fd.
     pub fn head(&self, g: &GitDir) -> Result<HeadOid, RefError> {
-        GitDirRef { lower: &self.root, dir: g.rel.clone(), common: MAIN.into(), verified: false }.head_oid()
+        GitDirRef { lower: &g.dir, dir: PathBuf::new(), common: PathBuf::new(), verified: false, common_at: Some(&self.main) }.head_oid()
     }
 }
 

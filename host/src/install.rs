@@ -43,6 +43,8 @@ pub struct Hooks {
     /// Called right after a proposal was renamed onto the index and before HEAD is read again
     /// (tests move HEAD here to exercise the restore).
     pub after_write: Option<Hook>,
+    /// Called before anything of a proposal is read (tests swap worktree git dirs here).
+    pub before_check: Option<Hook>,
 }
 
 /// What became of one proposal.
@@ -80,7 +82,10 @@ impl fmt::Display for Verdict {
             Verdict::NotRegular(w) => write!(f, "refused, left in place: {w}; remove it by hand (rm removes a link, never its target)"),
             Verdict::Later(w) => write!(f, "left for later: {w}"),
             Verdict::Restored(w) => write!(f, "installed, then HEAD moved ({w}): the old index was restored byte-exact; the box proposes again"),
-            Verdict::RestoreFailed(w) => write!(f, "installed, then HEAD moved, and the old index could NOT be restored: {w}"),
+            Verdict::RestoreFailed(w) => write!(
+                f,
+                "installed, then HEAD moved, and the old index could NOT be restored: {w}. Next: `git status` on the host; if it shows changes nobody made, `git reset -q` makes the index match HEAD (the work tree is kept, staging is lost)"
+            ),
         }
     }
 }
@@ -120,10 +125,31 @@ impl Install<'_> {
     /// Decides and carries out the install of the proposal named `name` in the git dir.
     pub fn run(&self, name: &OsStr) -> Result<Verdict, IoError> {
         let g = self.git;
+        if let Some(hook) = &self.hooks.before_check {
+            hook(&g.rel);
+        }
         let parsed = match ProposalName::parse(name.as_bytes()) {
             Ok(p) => p,
             Err(e) => return self.prune(name, Verdict::Malformed(e.0.to_string())),
         };
+        // Cheap checks first: this runs every pass while a host rebase or bisect goes on, and a
+        // proposal may be 256 MiB.
+        if let Some(op) = operation_in_progress(g) {
+            return Ok(Verdict::Later(format!("an operation is in progress ({op})")));
+        }
+        match fsx::lstat(&g.dir, Path::new(name)) {
+            Ok(Some((fsx::Kind::File, st))) if st.st_size as u64 > fsx::MAX_FILE => {
+                return self.prune(name, Verdict::Malformed(format!("{} bytes, over the bound", st.st_size)))
+            }
+            Ok(Some((fsx::Kind::File, _))) => {}
+            Ok(Some((k, _))) => return Ok(Verdict::NotRegular(format!("{}, not a regular file", k.describe()))),
+            Ok(None) => return Ok(Verdict::Later("gone before it was read".into())),
+            Err(e) => return Err(IoError::new("lstat", shown(g, name), e)),
+        }
+        // A first look without the lock: most stale proposals go here, unread.
+        if let Some(v) = self.mismatch(&parsed)? {
+            return self.prune(name, v);
+        }
         let bytes = match fsx::read_regular(&g.dir, Path::new(name)) {
             Ok(Some((b, _))) => b,
             Ok(None) => return Ok(Verdict::Later("gone before it was read".into())),
@@ -137,20 +163,16 @@ impl Install<'_> {
         if let Err(bad) = seamfs::index::validate::check(&bytes) {
             return self.prune(name, Verdict::Malformed(format!("not a whole index: {bad}")));
         }
-        if let Some(op) = operation_in_progress(g) {
-            return Ok(Verdict::Later(format!("an operation is in progress ({op})")));
-        }
-        // A first look without the lock: most stale proposals go here.
-        if let Some(v) = self.mismatch(&parsed)? {
-            return self.prune(name, v);
-        }
         let Some((_, st)) = read_index(g)? else {
             return self.prune(name, Verdict::Stale("no shared index".into()));
         };
         let owner = (unsafe { libc::geteuid() } == 0).then_some((st.st_uid, st.st_gid));
         let mode = st.st_mode & 0o777;
         let Some(lock) = LockFile::take(&g.dir, &g.rel, INDEX, mode, owner)? else {
-            return Ok(Verdict::Later("index.lock is held (a host git is running)".into()));
+            return Ok(Verdict::Later(format!(
+                "index.lock is held: by a host git (seamd waits), or left by a crash, which blocks host git too: if no git runs, remove it: rm -- {}",
+                crate::quote::shell(&self.checkout.path.join(&g.rel).join("index.lock"))
+            )));
         };
         // Again under the lock: this is the check that counts.
         let old = match read_index(g)? {
@@ -196,18 +218,8 @@ impl Install<'_> {
         }
     }
 
-    /// True when the shared index is still the proposal's base: the same bytes, or — a poller's
-    /// stat-only rewrite — the same entries as the base bytes seamfs left beside the proposal
-    /// (`index.seam-base.<base>`, trusted only if its blob id is its name).
     fn base_holds(&self, p: &ProposalName, current: &[u8]) -> bool {
-        if blob_id(current, p.hash_kind()) == p.base {
-            return true;
-        }
-        let name = format!("{BASE_PREFIX}{}", p.base);
-        match fsx::read_regular(&self.git.dir, Path::new(&name)) {
-            Ok(Some((base, _))) => blob_id(&base, p.hash_kind()) == p.base && same_entries(&base, current, p.hash_kind()),
-            _ => false,
-        }
+        base_holds(self.git, p, current)
     }
 
     /// Puts `old` back, under the lock, if the index still holds what seamd installed.
@@ -221,7 +233,7 @@ impl Install<'_> {
             if Instant::now() >= deadline {
                 return Ok(Verdict::RestoreFailed(format!(
                     "{why}; {} stayed held for {} s; the healed index stays in place",
-                    g.rel.join("index.lock").display(),
+                    crate::quote::shown(&g.rel.join("index.lock")),
                     RESTORE_WAIT.as_secs()
                 )));
             }
@@ -236,23 +248,43 @@ impl Install<'_> {
         }
     }
 
-    /// Removes the proposal's name when the verdict says so and it is a regular file, and its
-    /// base file once no other proposal names that base.
+    /// Removes the proposal's name when the verdict says so and it is a regular file. Its base
+    /// file goes in [`prune_bases`], once per pass.
     fn prune(&self, name: &OsStr, v: Verdict) -> Result<Verdict, IoError> {
         if !v.repeats() {
             fsx::remove_if_regular(&self.git.dir, name).map_err(|e| IoError::new("remove", shown(self.git, name), e))?;
-            if let Ok(p) = ProposalName::parse(name.as_bytes()) {
-                let still_used = proposals(self.git)?
-                    .iter()
-                    .filter_map(|n| ProposalName::parse(n.as_bytes()).ok())
-                    .any(|q| q.base == p.base);
-                if !still_used {
-                    let base = OsString::from(format!("{BASE_PREFIX}{}", p.base));
-                    fsx::remove_if_regular(&self.git.dir, &base).map_err(|e| IoError::new("remove", shown(self.git, &base), e))?;
-                }
-            }
         }
         Ok(v)
+    }
+}
+
+/// Removes the base files (`index.seam-base.<base>`) of the proposals `pruned` once no
+/// proposal left in `g` names that base: one listing for the whole pass, not one per name.
+pub fn prune_bases(g: &GitDir, pruned: &[OsString]) -> Result<(), IoError> {
+    let bases: std::collections::BTreeSet<String> = pruned.iter().filter_map(|n| ProposalName::parse(n.as_bytes()).ok()).map(|p| p.base).collect();
+    if bases.is_empty() {
+        return Ok(());
+    }
+    let used: std::collections::BTreeSet<String> = proposals(g)?.iter().filter_map(|n| ProposalName::parse(n.as_bytes()).ok()).map(|p| p.base).collect();
+    for base in bases.difference(&used) {
+        let name = OsString::from(format!("{BASE_PREFIX}{base}"));
+        fsx::remove_if_regular(&g.dir, &name).map_err(|e| IoError::new("remove", shown(g, &name), e))?;
+    }
+    Ok(())
+}
+
+/// True when the shared index `current` is still the proposal's base: the same bytes, or — a
+/// poller's stat-only rewrite — the same entries as the base bytes seamfs left beside the
+/// proposal (`index.seam-base.<base>`, trusted only if its blob id is its name). `doctor`
+/// judges by the same rule as `run`.
+pub fn base_holds(g: &GitDir, p: &ProposalName, current: &[u8]) -> bool {
+    if blob_id(current, p.hash_kind()) == p.base {
+        return true;
+    }
+    let name = format!("{BASE_PREFIX}{}", p.base);
+    match fsx::read_regular(&g.dir, Path::new(&name)) {
+        Ok(Some((base, _))) => blob_id(&base, p.hash_kind()) == p.base && same_entries(&base, current, p.hash_kind()),
+        _ => false,
     }
 }
 

@@ -17,6 +17,7 @@
 //! - [`run`]: passes over all git dirs.
 //! - [`doctor`]: the report.
 //! - [`error`]: errors naming operation and path.
+//! - [`quote`]: box-chosen names made safe to print (shell words, one-line messages).
 //!
 //! # Limitations
 //! - Linux only (`openat2`).
@@ -30,4 +31,5 @@ pub mod feed;
 pub mod fsx;
 pub mod gitdirs;
 pub mod install;
+pub mod quote;
 pub mod run;

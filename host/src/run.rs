@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::gitdirs::Checkout;
-use crate::install::{proposals, Hooks, Install, Verdict};
+use crate::install::{proposals, prune_bases, Hooks, Install, Verdict};
+use crate::quote;
 
 /// How `run` works.
 pub struct RunOptions {
@@ -53,7 +54,7 @@ pub fn pass(c: &Checkout, hooks: &Hooks, quiet: &mut Quiet, log: &mut dyn FnMut(
     let mut report = PassReport::default();
     let (dirs, skipped) = c.git_dirs();
     for s in skipped {
-        let line = format!("{}: skipped: {} (seamd reaches worktrees only by name and never through a link)", s.rel.display(), s.why);
+        let line = format!("{}: skipped: {} (seamd reaches worktrees only by name and never through a link)", quote::shown(&s.rel), s.why);
         if quiet.seen.insert((s.rel.clone(), OsString::new(), line.clone())) {
             log(&line);
         }
@@ -68,22 +69,31 @@ pub fn pass(c: &Checkout, hooks: &Hooks, quiet: &mut Quiet, log: &mut dyn FnMut(
                 continue;
             }
         };
+        let mut pruned = Vec::new();
         for name in names {
             let shown = g.rel.join(&name);
             match (Install { checkout: c, git: g, hooks }).run(&name) {
                 Ok(v) => {
-                    let line = format!("{}: {v}", shown.display());
+                    let line = format!("{}: {v}", quote::shown(&shown));
                     if !v.repeats() || quiet.seen.insert((g.rel.clone(), name.clone(), line.clone())) {
                         log(&line);
+                    }
+                    if !v.repeats() {
+                        pruned.push(name.clone());
                     }
                     report.verdicts.push((g.rel.clone(), name, v));
                 }
                 Err(e) => {
-                    let line = format!("{}: {e}", shown.display());
+                    let line = format!("{}: {e}", quote::shown(&shown));
                     log(&line);
                     report.errors.push(line);
                 }
             }
+        }
+        if let Err(e) = prune_bases(g, &pruned) {
+            let line = e.to_string();
+            log(&line);
+            report.errors.push(line);
         }
     }
     report

@@ -253,6 +253,7 @@ fn head_moved_after_the_write_restores_the_index_byte_exact() {
             // A host `reset --soft` between seamd's checks: HEAD moves without index.lock.
             std::fs::write(&main_ref, format!("{base}\n")).expect("move HEAD");
         })),
+        ..Default::default()
     };
     let verdicts = one_pass(&fx, &hooks);
     assert!(matches!(&verdicts[..], [(_, _, Verdict::Restored(_))]), "{verdicts:?}");
@@ -275,10 +276,12 @@ fn a_host_write_after_the_install_is_never_overwritten_by_the_restore() {
             std::fs::rename(gd.join("index.tmp-host"), gd.join("index")).expect("host git renames its index in");
             std::fs::write(gd.join("refs/heads/main"), format!("{base}\n")).expect("move HEAD");
         })),
+        ..Default::default()
     };
     let before = fx.index();
     let verdicts = one_pass(&fx, &hooks);
     assert!(matches!(&verdicts[..], [(_, _, Verdict::RestoreFailed(w))] if w.contains("kept")), "{verdicts:?}");
+    assert!(verdicts[0].2.to_string().contains("Next: `git status` on the host"), "no next step: {}", verdicts[0].2);
     assert_eq!(fx.index(), before, "the host's write stays");
 }
 
@@ -671,3 +674,6 @@ fn autostash_only_recovery_as_written_clears_the_rebase_and_unblocks_seamd() {
     fx.git(&["stash", "pop", "-q"]);
     assert_eq!(std::fs::read_to_string(fx.co.join("keep")).expect("read"), "host change\n");
 }
+
+#[path = "hostile/mod.rs"]
+mod hostile;

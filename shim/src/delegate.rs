@@ -1,6 +1,7 @@
 //! Running the repository's own hook: `<common dir>/hooks/<name>`, with the same arguments,
-//! stdin bytes, environment and working directory, its exit status passed on.
+//! stdin, environment and working directory, its exit status passed on.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
@@ -44,22 +45,25 @@ impl std::fmt::Display for RunError {
 
 impl std::error::Error for RunError {}
 
-/// Runs `hook` with `args`, feeding it `stdin`; its exit code, or 128 + the signal that
-/// ended it (as a shell reports it).
-pub fn run(hook: &Path, args: &[String], stdin: &[u8]) -> Result<i32, RunError> {
+/// Runs `hook` with `args`; its exit code, or 128 + the signal that ended it (as a shell
+/// reports it). With `input`, its stdin is those bytes (already read from git); without, it
+/// inherits this process's stdin, so it talks to git directly.
+pub fn run(hook: &Path, args: &[OsString], input: Option<&[u8]>) -> Result<i32, RunError> {
     let err = |source| RunError { path: hook.to_path_buf(), source };
-    let mut child = Command::new(hook).args(args).stdin(Stdio::piped()).spawn().map_err(err)?;
-    let mut pipe = child.stdin.take().expect("stdin was piped");
-    // A hook that exits without reading its input is fine (git does not mind either).
-    match pipe.write_all(stdin) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(err(e));
+    let stdin = if input.is_some() { Stdio::piped() } else { Stdio::inherit() };
+    let mut child = Command::new(hook).args(args).stdin(stdin).spawn().map_err(err)?;
+    if let Some(bytes) = input {
+        let mut pipe = child.stdin.take().expect("stdin was piped");
+        // A hook that exits without reading its input is fine (git does not mind either).
+        match pipe.write_all(bytes) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(err(e));
+            }
+            _ => {}
         }
-        _ => {}
     }
-    drop(pipe);
     let status = child.wait().map_err(err)?;
     Ok(status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1))
 }

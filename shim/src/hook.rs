@@ -1,6 +1,7 @@
 //! One hook run: read git's input, ask seamfs about a prepared ref transaction, then run the
 //! repository's own hook.
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::path::Path;
 
@@ -47,13 +48,18 @@ pub fn refusal(gd: &GitDir, input: &[u8]) -> Option<String> {
 }
 
 /// Runs as hook `name` with git's `args`; returns the exit status. `me` is this binary.
-pub fn run(name: &str, args: &[String], me: &Path) -> i32 {
-    // Read all of it before anything else: git writes it whole, and the repository's hook gets
-    // the same bytes.
+///
+/// Only a prepared reference transaction is judged, so only its input is read here (git writes
+/// it whole, then waits); every other hook's stdin is the repository's hook's own, unread, so a
+/// two-way protocol (`proc-receive`) works.
+pub fn run(name: &str, args: &[OsString], me: &Path) -> i32 {
+    let judged = name == REFERENCE_TRANSACTION && args.first().is_some_and(|a| a == "prepared");
     let mut input = Vec::new();
-    if let Err(e) = std::io::stdin().read_to_end(&mut input) {
-        eprintln!("seam-git: could not read the hook's input from stdin: {e}");
-        return EXIT_USAGE;
+    if judged {
+        if let Err(e) = std::io::stdin().read_to_end(&mut input) {
+            eprintln!("seam-git: could not read the hook's input from stdin: {e}");
+            return EXIT_USAGE;
+        }
     }
     let gd = match std::env::current_dir()
         .map_err(|e| gitdir::FindError::Read { path: ".".into(), source: e })
@@ -67,14 +73,14 @@ pub fn run(name: &str, args: &[String], me: &Path) -> i32 {
             return EXIT_USAGE;
         }
     };
-    if name == REFERENCE_TRANSACTION && args.first().map(String::as_str) == Some("prepared") {
+    if judged {
         if let Some(reason) = refusal(&gd, &input) {
             eprintln!("seam-git: {reason}");
             return EXIT_REFUSED;
         }
     }
     let Some(hook) = delegate::repo_hook(&gd.common, name, me) else { return EXIT_OK };
-    match delegate::run(&hook, args, &input) {
+    match delegate::run(&hook, args, judged.then_some(&input[..])) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("seam-git: {e}");

@@ -1,6 +1,7 @@
 //! `seam-git`: a thin CLI over the `seam_git` library. Run by git as a hook (through a link
 //! named after the hook, in the dir `core.hooksPath` names) or as `seam-git hook NAME ARGS`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::exit;
 
@@ -45,7 +46,7 @@ enum Cmd {
         name: String,
         /// The arguments git passes to the hook.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        args: Vec<OsString>,
     },
 }
 
@@ -85,7 +86,8 @@ fn main() {
     let argv0 = std::env::args_os().next().unwrap_or_default();
     let called = PathBuf::from(argv0).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if is_hook(&called) {
-        let args: Vec<String> = std::env::args().skip(1).collect();
+        // As bytes: a hook's argument may be a path that is not UTF-8.
+        let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         exit(hook::run(&called, &args, &me()));
     }
     match Cli::parse().cmd {

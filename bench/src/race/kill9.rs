@@ -43,6 +43,7 @@ struct Tallies {
     kills_add: u64,
     kills_commit: u64,
     kills_leaving_locks: u64,
+    kills_holding_locks: u64,
     locks_left: u64,
     locks_stuck: u64,
     lock_names: Vec<String>,
@@ -76,6 +77,10 @@ fn attempt(sh: &BoxShell, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<D
     let took = started.elapsed();
     t.attempts.record(ok, took, || if killed { "killed".into() } else { "failed (not killed)".into() });
     if killed {
+        // Did the kill land while git held a lock? The case the reaper exists for.
+        if !lock_files(gitdir).is_empty() {
+            t.kills_holding_locks += 1;
+        }
         std::thread::sleep(GRACE);
         let locks = lock_files(gitdir);
         if !locks.is_empty() {
@@ -149,6 +154,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("landed_unreachable", "landed commits unreachable", unreachable);
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
     f.count("kills", "kills (add + commit)", t.kills_add + t.kills_commit);
+    f.count("kills_holding_locks", "kills with a lock on the lower right after", t.kills_holding_locks);
     f.count("kills_add", "kills during git add", t.kills_add);
     f.count("kills_commit", "kills during git commit", t.kills_commit);
     f.share("attempts", "commit attempts landed", t.attempts.landed, t.attempts.attempted);

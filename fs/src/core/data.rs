@@ -277,6 +277,9 @@ impl<L: Layer> Core<L> {
                 attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);
             }
         }
+        // Only a file this call made is the caller's: an existing one opened without O_EXCL
+        // (`touch`, `>>`) may be a live lock of someone else.
+        let made = attempt.is_ok();
         let fd = match attempt {
             Ok(fd) => {
                 if let Err(e) = self.give_to(parent, &path, who) {
@@ -297,7 +300,7 @@ impl<L: Layer> Core<L> {
             Some(st) => self.record_stat(parent, name, &child, st)?,
             None => self.record(parent, name, &child)?,
         };
-        self.guard_created(parent, &child, class, who.pid, created.as_ref());
+        self.guard_created(parent, &child, class, who.pid, made, created.as_ref());
         let node = entry.attr.ino.0;
         let size = created.map_or(0, |st| st.st_size as u64);
         let (fopen, passthrough) = self.fopen_flags(node, size, open_flags)?;

@@ -72,6 +72,9 @@ fn target_of(rel: &str) -> Target {
     }
 }
 
+/// The pid-0 lock creator is logged once per daemon.
+static PID0_LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 impl<L: Layer> Core<L> {
     /// The git dir above `parent` and the path of `lower_name` relative to it.
     fn in_git_dir(&self, parent: u64, lower_name: &OsStr) -> Option<(PathBuf, String)> {
@@ -347,17 +350,27 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// After a create or mkdir: record box locks and box-made operation state.
-    /// `created` is the new file's stat taken from its own fd (a path stat could meet a stale
-    /// entry of the share for a name just replaced).
-    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32, created: Option<&libc::stat>) {
+    /// After a create or mkdir: record box locks and box-made operation state, only when this
+    /// call `made` the name. `created` is the file's stat taken from its own fd (a path stat
+    /// could meet a stale entry of the share for a name just replaced).
+    pub(crate) fn guard_created(&self, parent: u64, child: &Child<'_>, class: Class, pid: u32, made: bool, created: Option<&libc::stat>) {
         if !self.layer.guards() {
             return;
         }
         if class == Class::LiveRef {
             self.guard_written(parent, &child.lower, pid, None);
         }
-        if class == Class::Lock {
+        if !made {
+            // Opened, not made: whoever made it owns it (a lock, an operation's state).
+            return;
+        }
+        if class == Class::Lock && pid == 0 {
+            // FUSE says pid 0 for a caller outside seamfs's pid namespace: it cannot be told
+            // alive or dead, so its lock is left to it, never reaped.
+            if !PID0_LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                warn!(lock = %child.path.to_string_lossy(), "a process outside seamfs's pid namespace (pid 0) created a lock: its locks are never released for it");
+            }
+        } else if class == Class::Lock {
             let st = match created {
                 Some(st) => Some(*st),
                 None => self.lower.stat(&child.path).ok(),
@@ -368,7 +381,7 @@ impl<L: Layer> Core<L> {
             }
         } else if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
-                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), true);
+                self.set_own_op(&gitdir, &child.lower.to_string_lossy(), true);
             }
         }
     }
@@ -381,7 +394,7 @@ impl<L: Layer> Core<L> {
         self.judge.locks.released(&child.path);
         if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
-                self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), false);
+                self.set_own_op(&gitdir, &child.lower.to_string_lossy(), false);
             }
         }
     }
@@ -477,7 +490,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let now = self.ops_present(&start.gitdir);
-        judge_ops(&now, &self.judge.tracker.own_ops(&start.gitdir))
+        judge_ops(&now, &self.own_ops(&start.gitdir))
     }
 
     fn is_leftover_autostash(&self, dir: &Path) -> bool {
@@ -509,7 +522,7 @@ impl<L: Layer> Core<L> {
         for (dir, child, present) in [(parent, old, false), (newparent, new, true)] {
             if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
                 if let Some((gitdir, _)) = self.in_git_dir(dir, &child.lower) {
-                    self.judge.tracker.own_op(&gitdir, &child.lower.to_string_lossy(), present);
+                    self.set_own_op(&gitdir, &child.lower.to_string_lossy(), present);
                 }
             }
         }

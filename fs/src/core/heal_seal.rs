@@ -146,12 +146,12 @@ impl<L: Layer> Core<L> {
         };
         // Only the host's operations defer the heal: the box's own rebase or cherry-pick moves
         // its branch step by step, and each step is healed like a commit.
-        let own = self.judge.tracker.own_ops(gitdir);
+        let own = self.own_ops(gitdir);
         let op_in_progress = OP_STATE
             .iter()
             .any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
         let lock = cpath(&gitdir.join("index.lock"));
-        let held = if op_in_progress { None } else { self.take_lock(&lock) };
+        let held = if op_in_progress { None } else { self.take_lock(gitdir, &lock) };
         let Some(fd) = held else {
             self.propose(gitdir, &bytes, new, &healed.0, healed.1);
             return None;
@@ -190,6 +190,7 @@ impl<L: Layer> Core<L> {
                     warn!(gitdir = %gitdir.display(), error = %e, "writing the healed index failed");
                 }
                 let _ = self.lower.unlink(&lock, false);
+                self.drop_held(gitdir);
                 None
             }
         }
@@ -206,15 +207,10 @@ impl<L: Layer> Core<L> {
         }
         let c = cpath(index);
         self.lower.refresh(&c);
-        let Ok(fd) = self.lower.open_fresh(&c, libc::O_RDONLY) else { return false };
+        let Ok((fd, st)) = self.lower.open_regular(&c) else { return false };
         let f = std::fs::File::from(fd);
         let mut tail = vec![0u8; n];
-        match f.metadata() {
-            Ok(m) if m.is_file() && m.len() == copy.len() as u64 => {
-                f.read_exact_at(&mut tail, m.len() - n as u64).is_ok() && tail == want
-            }
-            _ => false,
-        }
+        st.st_size as u64 == copy.len() as u64 && f.read_exact_at(&mut tail, copy.len() as u64 - n as u64).is_ok() && tail == want
     }
 
     /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).
@@ -237,11 +233,15 @@ impl<L: Layer> Core<L> {
     }
 
     /// Takes `index.lock` for seamfs, waiting (bounded) behind a host git.
-    fn take_lock(&self, lock: &CString) -> Option<OwnedFd> {
+    /// Recorded durably while held (`held`), so a crash does not leave it for good.
+    fn take_lock(&self, gitdir: &Path, lock: &CString) -> Option<OwnedFd> {
         let deadline = Instant::now() + self.opts.lock_wait;
         loop {
             match self.lower.open_at(lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
-                Ok(fd) => return Some(fd),
+                Ok(fd) => {
+                    self.note_held(gitdir, &fd);
+                    return Some(fd);
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
@@ -281,6 +281,7 @@ impl<L: Layer> Core<L> {
             } else {
                 let _ = self.lower.unlink(&p.lock, false);
             }
+            self.drop_held(&p.gitdir);
         }
     }
 

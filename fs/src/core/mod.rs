@@ -9,6 +9,8 @@ mod dir;
 mod dotgit;
 mod guard;
 mod heal_seal;
+mod held;
+mod own_ops;
 mod index_split;
 mod killpriv;
 mod listing;
@@ -133,7 +135,13 @@ impl<L: Layer> Core<L> {
         let inodes = InodeTable::new(&st, root_class, opts.pin_budget);
         let judge = Arc::new(Judge::default());
         if layer.guards() {
-            start_reaper(judge.clone(), lower.try_clone()?);
+            match crate::judge::procs::proc_mismatch() {
+                None => start_reaper(judge.clone(), lower.try_clone()?),
+                Some(why) => tracing::warn!(
+                    reason = %why,
+                    "no lock reaper: box processes cannot be told alive or dead here, so a dead box process's lock stays until removed by hand; mount seamfs where /proc is its own pid namespace's"
+                ),
+            }
         }
         Ok(Core {
             lower,
@@ -470,6 +478,8 @@ pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
 fn start_reaper(judge: Arc<Judge>, lower: Lower) {
     let spawned = crate::signals::spawn_blocked("seam-reaper", move || {
+        // First the locks a seamfs that died here left (its records, `held`).
+        held::release_all_dead(&lower);
         let mut ticks = 0u32;
         loop {
             std::thread::sleep(crate::judge::locks::REAP_EVERY);

@@ -74,7 +74,7 @@ impl<L: Layer> Core<L> {
         if class == crate::policy::Class::GitDir {
             self.box_gitdir_made(&c.path);
         }
-        self.guard_created(parent, &c, class, who.pid, None);
+        self.guard_created(parent, &c, class, who.pid, true, None);
         Ok(e)
     }
 

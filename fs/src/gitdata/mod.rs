@@ -1,7 +1,8 @@
 //! Git metadata read as data from the lower: HEAD, refs, packed-refs, reflogs, `.git` files.
 //!
-//! Never runs git and never follows a link: every read goes through `Lower::open_at`
-//! (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`), after a refresh of the name, and is size-bounded.
+//! Never runs git and never follows a link: every read goes through `Lower::open_regular`
+//! (beneath the root, no symlink, no FIFO or device opened), after a refresh of the name, and is
+//! size-bounded.
 
 mod dotgit;
 mod refs;
@@ -10,11 +11,11 @@ pub use dotgit::{parse_gitdir_file, DotGitError};
 pub use refs::{find_packed, Head, HeadOid, RefError, RefState};
 
 use std::ffi::{CStr, CString};
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::lower::Lower;
+use crate::lower_read::{read_bounded, ReadError};
 
 /// Files larger than this are not git metadata seamfs reads (packed-refs of huge repos excepted).
 pub const MAX_META: u64 = 64 << 20;
@@ -30,6 +31,10 @@ pub struct GitDirRef<'a> {
     pub common: PathBuf,
     /// Every read checked against the lower's listing (`read_lower_verified`).
     pub verified: bool,
+    /// The common dir's own fd, when it is reached apart from `lower` (seamd: a worktree's git
+    /// dir and the main one, each through the fd it was checked by); `common` is then relative
+    /// to it.
+    pub common_at: Option<&'a Lower>,
 }
 
 /// Joins `rel` under `base` lexically, refusing to climb above the lower root.
@@ -60,7 +65,7 @@ pub fn cpath(p: &Path) -> CString {
 impl<'a> GitDirRef<'a> {
     /// A git dir at `dir`; a linked worktree's reads `commondir` to find the common dir.
     pub fn open(lower: &'a Lower, dir: PathBuf) -> GitDirRef<'a> {
-        let mut g = GitDirRef { lower, common: dir.clone(), dir, verified: false };
+        let mut g = GitDirRef { lower, common: dir.clone(), dir, verified: false, common_at: None };
         // Only a linked worktree's git dir (`<common>/worktrees/<id>`) has a `commondir`: not
         // asking the share for it elsewhere saves a round trip per judged read.
         let linked = g.dir.parent().and_then(|p| p.file_name()).is_some_and(|n| n == "worktrees");
@@ -91,11 +96,15 @@ impl<'a> GitDirRef<'a> {
 
     /// Reads a file below the git dir (`common`: below the common dir); None when absent.
     pub fn read_file(&self, name: &Path, common: bool) -> std::io::Result<Option<Vec<u8>>> {
-        let base = if common { &self.common } else { &self.dir };
+        let (lower, base) = match (common, self.common_at) {
+            (true, Some(at)) => (at, &self.common),
+            (true, None) => (self.lower, &self.common),
+            (false, _) => (self.lower, &self.dir),
+        };
         if self.verified {
-            read_lower_verified(self.lower, &base.join(name))
+            read_lower_verified(lower, &base.join(name))
         } else {
-            read_lower(self.lower, &base.join(name))
+            read_lower(lower, &base.join(name))
         }
     }
 }
@@ -123,20 +132,18 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
     let name = rel.file_name().unwrap_or_default();
     for _ in 0..VERIFY_TRIES {
         lower.refresh_again(&c);
-        let opened = match lower.open_fresh(&c, libc::O_RDONLY) {
-            Ok(fd) => Some(fd),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
-            Err(e) => return Err(e),
+        let opened = match lower.open_regular(&c) {
+            Ok(x) => Some(x),
+            Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => None,
+            Err(e) => return Err(e.into()),
         };
         let listed = lower.list(&dir)?.into_iter().find(|(n, _)| n == name).map(|(_, ino)| ino);
         match (opened, listed) {
             (None, None) => return Ok(None),
-            (Some(fd), Some(ino)) if crate::lower::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd))?.st_ino == ino => {
-                return read_fd(fd).map(Some)
-            }
+            (Some((fd, st)), Some(ino)) if st.st_ino == ino => return read_meta(fd, &st).map(Some),
             // A lower that never revalidates keeps the first inode number under the name, but
             // its O_DIRECT open read the server's current file (`crate::lower_cache`).
-            (Some(fd), Some(_)) if lower.stale_pages().is_some() => return read_fd(fd).map(Some),
+            (Some((fd, st)), Some(_)) if lower.stale_pages().is_some() => return read_meta(fd, &st).map(Some),
             // Stale: the refresh on the next try is a forced revalidation.
             _ => std::thread::sleep(std::time::Duration::from_millis(5)),
         }
@@ -145,27 +152,12 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
 }
 
 fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
-    let fd = match lower.open_fresh(c, libc::O_RDONLY) {
-        Ok(fd) => fd,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    read_fd(fd).map(Some)
+    Ok(lower.read_regular(c, MAX_META)?.map(|(bytes, _)| bytes))
 }
 
-/// Reads an open metadata file: a regular file of bounded size.
-fn read_fd(fd: std::os::fd::OwnedFd) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::from(fd);
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    if meta.len() > MAX_META {
-        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
-    }
-    let mut buf = Vec::with_capacity(meta.len() as usize);
-    f.by_ref().take(MAX_META).read_to_end(&mut buf)?;
-    Ok(buf)
+/// Reads an open metadata file (a regular file, [`Lower::open_regular`]) of bounded size.
+fn read_meta(fd: std::os::fd::OwnedFd, st: &libc::stat) -> std::io::Result<Vec<u8>> {
+    Ok(read_bounded(fd, st, MAX_META)?)
 }
 
 #[cfg(test)]

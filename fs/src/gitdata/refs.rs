@@ -56,6 +56,12 @@ impl fmt::Display for RefError {
 
 impl std::error::Error for RefError {}
 
+/// How many symbolic refs git follows before it gives up (`SYMREF_MAXDEPTH`).
+const SYMREF_MAX_DEPTH: usize = 5;
+
+/// The reason given for a chain of symbolic refs longer than [`SYMREF_MAX_DEPTH`].
+const SYMREF_TOO_DEEP: &str = "symbolic refs nested deeper than 5 (a cycle?)";
+
 fn is_oid(s: &str) -> bool {
     (s.len() == 40 || s.len() == 64) && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -100,6 +106,12 @@ impl GitDirRef<'_> {
 
     /// Where `refname` stands: loose file, else packed-refs, else unborn or hidden by its reflog.
     pub fn resolve(&self, refname: &str) -> Result<RefState, RefError> {
+        self.resolve_within(refname, SYMREF_MAX_DEPTH)
+    }
+
+    /// [`Self::resolve`] following at most `depth` more symbolic refs: a cycle the other side
+    /// wrote (`a` -> `b` -> `a`) must end in an error, not a stack overflow.
+    fn resolve_within(&self, refname: &str, depth: usize) -> Result<RefState, RefError> {
         if !is_refname(refname) {
             return Err(RefError::Malformed { path: refname.into(), why: "not a ref name" });
         }
@@ -112,12 +124,14 @@ impl GitDirRef<'_> {
                 return Ok(RefState::At(line.to_string()));
             }
             if let Some(target) = line.strip_prefix("ref:") {
-                // A symbolic ref below refs/: one level, enough for git's own layouts.
-                let target = target.trim();
-                if target != refname {
-                    if let Ok(RefState::At(oid)) = self.resolve(target) {
-                        return Ok(RefState::At(oid));
-                    }
+                // A symbolic ref below refs/, followed as deep as git follows one.
+                let Some(left) = depth.checked_sub(1) else {
+                    return Err(RefError::Malformed { path: refname.into(), why: SYMREF_TOO_DEEP });
+                };
+                match self.resolve_within(target.trim(), left) {
+                    Ok(RefState::At(oid)) => return Ok(RefState::At(oid)),
+                    Err(e @ RefError::Malformed { why: SYMREF_TOO_DEEP, .. }) => return Err(e),
+                    _ => {}
                 }
             }
             return Err(RefError::Malformed { path: refname.into(), why: "not an object id" });

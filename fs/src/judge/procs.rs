@@ -9,6 +9,20 @@ pub struct Proc {
     pub start: u64,
 }
 
+/// Why `/proc` cannot tell this daemon's callers apart, if it cannot: it belongs to another pid
+/// namespace (`/proc/self` names another pid than `getpid`), or cannot be read. FUSE gives
+/// callers' pids in the daemon's namespace, so liveness read from another `/proc` would look at
+/// unrelated processes.
+pub fn proc_mismatch() -> Option<String> {
+    // SAFETY: getpid has no failure mode.
+    let me = unsafe { libc::getpid() } as u32;
+    match std::fs::read_link("/proc/self") {
+        Ok(p) if p.to_str().and_then(|s| s.parse::<u32>().ok()) == Some(me) => None,
+        Ok(p) => Some(format!("/proc/self is {} but this process is pid {me}: /proc belongs to another pid namespace", p.display())),
+        Err(e) => Some(format!("read /proc/self: {e}")),
+    }
+}
+
 /// The start time of `pid`, or None when it is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

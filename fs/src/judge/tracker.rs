@@ -174,6 +174,16 @@ impl Tracker {
         }
     }
 
+    /// Whether `gitdir`'s own operation state is known in memory (set or loaded since start).
+    pub fn knows_own_ops(&self, gitdir: &Path) -> bool {
+        self.own_ops.contains_key(gitdir)
+    }
+
+    /// Marks `gitdir`'s own operation state known (loaded, even if empty).
+    pub fn know_own_ops(&self, gitdir: &Path) {
+        self.own_ops.entry(gitdir.to_path_buf()).or_default();
+    }
+
     /// Operation state the box created in `gitdir`.
     pub fn own_ops(&self, gitdir: &Path) -> Vec<String> {
         self.own_ops.get(gitdir).map(|s| s.iter().cloned().collect()).unwrap_or_default()

@@ -121,3 +121,99 @@ fn sigkill_during_commits() {
     let n: u32 = git.run(&on_backing, &["rev-list", "--count", "HEAD"]).trim().parse().expect("a count");
     assert!(n >= 5, "only {n} commits on the backing dir");
 }
+
+/// seamfs SIGKILLed while its sealed heal holds the shared `index.lock` (held open by delaying
+/// the daemon's renames with strace): the next mount of the same lower removes that lock within
+/// 1 s, from the record seamfs kept beside it (old seamfs left it, blocking host git for good).
+#[test]
+fn sigkill_while_the_heal_holds_index_lock_is_released_on_the_next_mount() {
+    let backing = TempDir::new("crash-heal-lock-backing");
+    let mnt = TempDir::new("crash-heal-lock-mnt");
+    let git = Git::new();
+    let host = backing.join("repo");
+    std::fs::create_dir(&host).expect("mkdir");
+    git.run(&host, &["init", "-q"]);
+    std::fs::write(host.join("a.txt"), "a\n").expect("write");
+    git.run(&host, &["add", "a.txt"]);
+    git.run(&host, &["commit", "-q", "-m", "base"]);
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let boxed = m.join("repo");
+    std::fs::write(boxed.join("b.txt"), "b\n").expect("write through the mount");
+    git.run(&boxed, &["add", "b.txt"]);
+    let pid = m.daemon_pid();
+    // Every rename of the daemon waits 5 s: the heal takes index.lock, then renames the ref.
+    let mut strace = Command::new("strace")
+        .args(["-f", "-qq", "-e", "trace=rename,renameat,renameat2", "-e", "inject=rename,renameat,renameat2:delay_enter=5000000", "-o", "/dev/null", "-p"])
+        .arg(pid.to_string())
+        .spawn()
+        .expect("strace is needed for this test");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut commit = git.cmd(&boxed, &["commit", "-q", "-m", "box"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let lock = host.join(".git/index.lock");
+    let t0 = Instant::now();
+    while !lock.exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let held = lock.exists();
+    std::thread::sleep(Duration::from_millis(100));
+    kill_and_wait(pid);
+    let _ = strace.wait();
+    let _ = commit.wait();
+    assert!(held, "the heal never took index.lock: the test proves nothing\n{}", m.log());
+    eprintln!("killed seamfs while it held {}", lock.display());
+    assert!(lock.exists(), "index.lock vanished with the kill");
+    let r = seamfs_cmd(&[std::ffi::OsStr::new("umount"), m.path().as_os_str()]);
+    assert_eq!(r.code(), Some(0), "seamfs umount of the dead mount:\n{r}");
+    drop(m);
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let t1 = Instant::now();
+    while lock.exists() && t1.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!lock.exists(), "the dead seamfs's index.lock is still there 1 s after the next mount:\n{}", m.log());
+    eprintln!("released {:?} after the mount", t1.elapsed());
+    assert!(!host.join(".git/index.seam-held").exists(), "the record stayed");
+    git.run(&host, &["status", "--porcelain"]);
+    git.fsck(&host);
+    m.unmount();
+}
+
+/// The box's own rebase stops on a conflict; seamfs is unmounted and mounted again; the box
+/// resolves and runs `git rebase --continue`, which moves HEAD. seamfs knows the rebase is the
+/// box's from the record beside it (`index.seam-ops`); old seamfs kept that in memory only,
+/// took the rebase for the host's after the restart and refused every HEAD move.
+#[test]
+fn a_restart_during_the_boxs_own_rebase_lets_it_continue() {
+    let backing = TempDir::new("crash-own-rebase-backing");
+    let mnt = TempDir::new("crash-own-rebase-mnt");
+    let git = Git::new();
+    let host = backing.join("repo");
+    std::fs::create_dir(&host).expect("mkdir");
+    git.run(&host, &["init", "-q"]);
+    std::fs::write(host.join("a.txt"), "base\n").expect("write");
+    git.run(&host, &["add", "a.txt"]);
+    git.run(&host, &["commit", "-q", "-m", "base"]);
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let boxed = m.join("repo");
+    git.run(&boxed, &["checkout", "-q", "-b", "topic"]);
+    std::fs::write(boxed.join("a.txt"), "topic\n").expect("write");
+    git.run(&boxed, &["commit", "-q", "-am", "topic"]);
+    git.run(&boxed, &["checkout", "-q", "main"]);
+    std::fs::write(boxed.join("a.txt"), "main\n").expect("write");
+    git.run(&boxed, &["commit", "-q", "-am", "main"]);
+    git.run(&boxed, &["checkout", "-q", "topic"]);
+    let r = git.try_run(&boxed, &["rebase", "main"]);
+    assert!(!r.success() && host.join(".git/rebase-merge").is_dir(), "the box's rebase did not stop on its conflict:\n{r}");
+    m.unmount();
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    std::fs::write(boxed.join("a.txt"), "resolved\n").expect("resolve");
+    git.run(&boxed, &["add", "a.txt"]);
+    let mut cont = git.cmd(&boxed, &["rebase", "--continue"]);
+    cont.env("GIT_EDITOR", "true");
+    let r = seam_tests::run::run(&mut cont);
+    assert!(r.success(), "rebase --continue after the restart failed:\n{r}\n{}", m.log());
+    assert!(!host.join(".git/rebase-merge").exists(), "the rebase did not finish");
+    assert_eq!(git.run(&host, &["log", "--format=%s", "-n", "2", "topic"]), "topic\nmain\n");
+    eprintln!("the box's rebase continued after the restart");
+    m.unmount();
+}

@@ -242,6 +242,29 @@ fn head_moved_before_install_seamd_refuses() {
     env.finish();
 }
 
+/// After a poller's stat-only rewrite, doctor calls the proposal pending, as `run` judges it
+/// (old doctor compared blob ids only and called it stale, while `run` installed it).
+#[test]
+fn doctor_judges_a_stat_only_rewrite_as_run_does() {
+    let env = Env::new("heal-doctor-poller", &["--lock-wait-ms", "300"]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.h(".git/index.lock"), "");
+    box_commit(&env, &r, "b.txt");
+    assert_eq!(proposals(&r).len(), 1, "{}", env.log());
+    std::fs::remove_file(r.h(".git/index.lock")).expect("release");
+    let before = bytes(&r.h(".git/index"));
+    std::fs::write(r.h("a.txt"), "a\n").expect("rewrite a.txt with the same content");
+    env.host(&r, &["update-index", "-q", "--really-refresh"]);
+    assert_ne!(bytes(&r.h(".git/index")), before, "the poller did not rewrite the index");
+    let doctor = run(Command::new(seam_tests::bins::bin("seamd")).arg("doctor").arg(&r.host));
+    eprintln!("{doctor}");
+    let row = doctor.stdout.lines().find(|l| l.contains("index.seam-proposed.")).unwrap_or_else(|| panic!("no proposal row:\n{doctor}"));
+    assert!(row.contains("pending: `seamd run` installs it"), "doctor and run disagree: {row}");
+    let out = seamd(&r.host);
+    assert!(staged(&env.git, &r.host).is_empty() && proposals(&r).is_empty(), "run did not install it:\n{out}");
+    env.finish();
+}
+
 #[test]
 fn a_stat_only_rewrite_by_a_poller_still_installs() {
     let env = Env::new("heal-proposal-poller", &["--lock-wait-ms", "300"]);

@@ -51,11 +51,16 @@ impl Env {
     /// A mount with `--ttl 0` (the box sees host work-tree writes at once, so no test waits for
     /// a cache to expire) plus `extra`.
     pub fn new(label: &str, extra: &[&str]) -> Env {
+        Env::with_mount(label, extra, Mount::seamfs)
+    }
+
+    /// Like [`Env::new`], with the mount made by `mount(backing, mnt, args)`.
+    pub fn with_mount(label: &str, extra: &[&str], mount: impl FnOnce(&Path, &Path, &[&str]) -> Mount) -> Env {
         let backing = TempDir::new(&format!("{label}-backing"));
         let mnt = TempDir::new(&format!("{label}-mnt"));
         let mut args = vec!["--ttl", "0"];
         args.extend_from_slice(extra);
-        let mount = Mount::seamfs(backing.path(), mnt.path(), &args);
+        let mount = mount(backing.path(), mnt.path(), &args);
         Env { mount, git: Git::new(), backing, _mnt: mnt }
     }
 
@@ -244,6 +249,7 @@ const DIR_ENV: &str = "SEAM_E2E_CHILD_DIR";
 /// - `move REL VALUE`: create `REL.lock` with O_EXCL, write `VALUE\n`, rename it onto REL;
 ///   on failure the lock is unlinked, as git does;
 /// - `lock REL`: create REL with O_CREAT|O_EXCL (and keep it);
+/// - `touch REL`: open REL with O_CREAT but no O_EXCL, report its inode number;
 /// - `hold`: sleep until killed (at most 120 s).
 ///
 /// Each step appends a line to the report (`move REL ok`, `move REL EBUSY unlink=ok`,
@@ -384,6 +390,11 @@ fn child_process_entry() {
             "lock" => {
                 let r = sys::open(&dir.join(a), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644);
                 say(format!("lock {a} {}", r.map(|_| "ok".to_string()).unwrap_or_else(|e| e.name())));
+            }
+            "touch" => {
+                // As `touch` and `>>` open: O_CREAT without O_EXCL, so an existing file is opened.
+                let r = sys::open(&dir.join(a), libc::O_WRONLY | libc::O_CREAT, 0o644).and_then(|fd| sys::fstat(&fd));
+                say(format!("touch {a} {}", r.map(|st| format!("ok ino={}", st.st_ino)).unwrap_or_else(|e| e.name())));
             }
             "hold" => std::thread::sleep(Duration::from_secs(120)),
             other => panic!("unknown step {other:?}"),

@@ -24,4 +24,5 @@ mod shim;
 mod static_bins;
 mod units;
 mod heal;
+mod hostile;
 mod races;

@@ -178,3 +178,81 @@ fn install_hooks_makes_a_relative_dir_absolute_and_links_the_exe_given() {
         assert!(r.stderr.contains("build tree"), "{r}");
     }
 }
+
+/// A repository whose path is not UTF-8, with `GIT_DIR` absolute, so git passes `commit-msg` a
+/// non-UTF-8 path: the shim hands the very bytes to the repository's hook (old seam-git
+/// panicked in `std::env::args`, and every commit there failed).
+#[test]
+fn a_non_utf8_hook_argument_is_passed_on() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let git = seam_tests::Git::new();
+    let tmp = TempDir::new("shim-non-utf8");
+    let repo = tmp.path().join(OsStr::from_bytes(b"repo-\xff\xfe"));
+    std::fs::create_dir(&repo).expect("mkdir");
+    git.run(&repo, &["init", "-q"]);
+    let got = tmp.join("commit-msg-arg");
+    let hook = repo.join(".git/hooks/commit-msg");
+    write(&hook, &format!("#!/bin/sh\nprintf '%s' \"$1\" > '{}'\n", got.display()));
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod the hook");
+    let (_h, hooks) = hooks_dir("shim-non-utf8-hooks");
+    let mut cmd = git.cmd(&repo, &["-c", &format!("core.hooksPath={}", hooks.display()), "commit", "-q", "--allow-empty", "-m", "x"]);
+    cmd.env("GIT_DIR", repo.join(".git")).env("GIT_WORK_TREE", &repo);
+    let res = run(&mut cmd);
+    assert!(res.success(), "a commit in a non-UTF-8 path failed through the shim:\n{res}");
+    let arg = std::fs::read(&got).expect("the repository's commit-msg hook ran");
+    eprintln!("commit-msg got {:?}", String::from_utf8_lossy(&arg));
+    assert_eq!(arg, repo.join(".git/COMMIT_EDITMSG").as_os_str().as_bytes(), "the hook got other bytes");
+}
+
+/// `proc-receive` speaks pkt-lines both ways with git: the shim must neither read its input
+/// nor hold its output (old seam-git read stdin to its end first, and git waited for the
+/// hook's `version=1` answer: a deadlock, ended here by `timeout`).
+#[test]
+fn proc_receive_talks_to_git_through_the_shim() {
+    let git = seam_tests::Git::new();
+    let tmp = TempDir::new("shim-proc-receive");
+    let (server, client) = (tmp.join("server.git"), tmp.join("client"));
+    std::fs::create_dir(&server).expect("mkdir");
+    git.run(&server, &["init", "-q", "--bare"]);
+    let (_h, hooks) = hooks_dir("shim-proc-receive-hooks");
+    git.run(&server, &["config", "core.hooksPath", &hooks.to_string_lossy()]);
+    git.run(&server, &["config", "receive.procReceiveRefs", "refs/for"]);
+    let log = tmp.join("proc-receive.log");
+    let hook = server.join("hooks/proc-receive");
+    write(&hook, &PROC_RECEIVE.replace("LOG", &log.to_string_lossy()));
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod the hook");
+    git.run(tmp.path(), &["clone", "-q", &server.to_string_lossy(), "client"]);
+    git.run(&client, &["commit", "-q", "--allow-empty", "-m", "for review"]);
+    let mut cmd = std::process::Command::new("timeout");
+    git.env(&mut cmd);
+    cmd.args(["-k", "2", "20", "git", "push", "origin", "HEAD:refs/for/main"]).current_dir(&client);
+    let res = run(&mut cmd);
+    let seen = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("proc-receive saw:\n{seen}");
+    assert!(res.success(), "the push through proc-receive failed or hung (exit 124: timed out):\n{res}");
+    assert!(seen.contains(" refs/for/main"), "the repository's proc-receive never got the command:\n{seen}\n{res}");
+    assert!(res.stderr.contains("refs/for/main"), "git did not report the reference:\n{res}");
+}
+
+/// A proc-receive hook (githooks(5), protocol version 1) that accepts every command and logs it.
+const PROC_RECEIVE: &str = r#"#!/usr/bin/env python3
+import sys
+i, o = sys.stdin.buffer, sys.stdout.buffer
+def pkt():
+    n = int(i.read(4), 16)
+    return None if n == 0 else i.read(n - 4)
+def put(b):
+    o.write(b"%04x" % (len(b) + 4) + b)
+while pkt() is not None:
+    pass
+put(b"version=1\n"); o.write(b"0000"); o.flush()
+cmds = []
+while (p := pkt()) is not None:
+    cmds.append(p.decode().strip())
+with open("LOG", "a") as f:
+    f.write("\n".join(cmds) + "\n")
+for c in cmds:
+    put(("ok %s\n" % c.split(" ")[2]).encode())
+o.write(b"0000"); o.flush()
+"#;
