@@ -259,7 +259,7 @@ fn doctor_judges_a_stat_only_rewrite_as_run_does() {
     let doctor = run(Command::new(seam_tests::bins::bin("seamd")).arg("doctor").arg(&r.host));
     eprintln!("{doctor}");
     let row = doctor.stdout.lines().find(|l| l.contains("index.seam-proposed.")).unwrap_or_else(|| panic!("no proposal row:\n{doctor}"));
-    assert!(row.contains("pending: `seamd run` installs it"), "doctor and run disagree: {row}");
+    assert!(row.ends_with(": pending") && doctor.stdout.contains("`seamd run` installs it"), "doctor and run disagree: {row}\n{doctor}");
     let out = seamd(&r.host);
     assert!(staged(&env.git, &r.host).is_empty() && proposals(&r).is_empty(), "run did not install it:\n{out}");
     env.finish();
