@@ -104,7 +104,7 @@ fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {
         let parsed = match ProposalName::parse(name.as_bytes()) {
             Ok(p) => p,
             Err(e) => {
-                add("malformed-proposal", Level::Warn, &format!("{e}; ignored"), format!("`seamd run` prunes it (or: {})", rm(&name)));
+                add("malformed-proposal", Level::Warn, &format!("{e}; ignored"), format!("`seamd run` prunes it; or remove it: {}", rm(&name)));
                 continue;
             }
         };

@@ -625,7 +625,7 @@ fn doctor_json_has_a_row_and_a_recovery_for_every_leftover() {
     let expect = [
         ("pending-proposal", "info", "seamd run` installs it"),
         ("malformed-proposal", "warn", "prunes it"),
-        ("old-lock", "warn", "rm '"),
+        ("old-lock", "warn", "rm -- '"),
         ("autostash-only", "warn", "git stash store -m autostash"),
         ("missing-hooks", "warn", "git config --unset core.hooksPath"),
     ];
