@@ -40,6 +40,7 @@ mod lower_at;
 pub mod lower_cache;
 pub mod lower_read;
 pub mod lower_path;
+pub mod lower_view;
 pub mod mount;
 pub mod mountinfo;
 pub mod options;

@@ -197,6 +197,8 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     let log_file = log.as_deref().map(seamfs::daemon::open_log).transpose()?;
     if over {
         mount::warn_users_of(&mnt);
+        // The lower's own path is about to be seamfs: object-database work must not walk it.
+        seamfs::lower_view::covered(&mnt);
     }
     // The share beneath, as the box sees it, for `seamfs doctor`.
     let share = seamfs::mountinfo::containing(&lower_path);

@@ -93,6 +93,11 @@ pub fn heal_with(
     new_commit: &str,
     opts: HealOptions<'_>,
 ) -> Result<HealOutcome, HealError> {
+    crate::lower_view::with_lower_view(|| heal_here(objects_dir, index, old_commit, new_commit, opts))
+}
+
+/// [`heal_with`] on this thread.
+fn heal_here(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &str, opts: HealOptions<'_>) -> Result<HealOutcome, HealError> {
     let new_id = parse_id(new_commit)?;
     let kind = new_id.kind();
     let old_id = match old_commit {

@@ -188,6 +188,10 @@ fn head(g: &GitDirRef<'_>, gitdir: &Path) -> Result<HeadOid, SeedError> {
 
 /// Builds index bytes from a commit's tree through gix, reading objects via the lower fd.
 fn index_from_commit(lower: &Lower, common: &Path, oid: &str) -> Result<Vec<u8>, String> {
+    crate::lower_view::with_lower_view(|| index_from_commit_here(lower, common, oid))
+}
+
+fn index_from_commit_here(lower: &Lower, common: &Path, oid: &str) -> Result<Vec<u8>, String> {
     let objects = PathBuf::from(format!("/proc/self/fd/{}", lower.root_fd())).join(common).join("objects");
     let kind = if oid.len() == 64 { gix::hash::Kind::Sha256 } else { gix::hash::Kind::Sha1 };
     let odb = gix::odb::at(&objects, kind).map_err(|e| format!("open {}: {e}", objects.display()))?;

@@ -18,6 +18,7 @@ mod hostbox;
 mod index_split;
 mod lifecycle;
 mod locks;
+mod lower_view;
 mod mount_helper;
 mod refmoves;
 mod shim;
