@@ -1,5 +1,5 @@
-//! Issue 12's "attacker in a loop": a box thread swaps FIFOs, symlinks, hard links and renames
-//! of `.git/HEAD`, refs, `worktrees/*` and proposal names as fast as it can, while a real
+//! Issue 12's "attacker in a loop": a box process (this test binary again) swaps FIFOs, symlinks,
+//! hard links and renames of `.git/HEAD`, refs, `worktrees/*` and proposal names as fast as it can, while a real
 //! `seamd run` (under strace) installs proposals a planter keeps leaving and `seamd doctor`
 //! (under strace too) runs again and again. The traces show every path seamd named and every
 //! fd it got back; each must lie inside the checkout (past the dynamic loader's start-up).
@@ -191,6 +191,23 @@ fn traced_pid(trace: &Path) -> Option<libc::pid_t> {
     None
 }
 
+/// seamd under strace; if the test fails midway, both are ended by pid so nothing outlives it.
+struct Traced {
+    strace: std::process::Child,
+    seamd: libc::pid_t,
+}
+
+impl Drop for Traced {
+    fn drop(&mut self) {
+        if self.strace.try_wait().ok().flatten().is_none() {
+            // SAFETY: the seamd this test started under strace, by its pid.
+            unsafe { libc::kill(self.seamd, libc::SIGKILL) };
+            let _ = self.strace.kill();
+            let _ = self.strace.wait();
+        }
+    }
+}
+
 /// Every file in a tree, with its bytes (links as their targets).
 fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
@@ -209,6 +226,86 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     }
     out.sort();
     out
+}
+
+/// The env var that makes `attacker_process` attack: its paths, one a line.
+const ATTACK: &str = "SEAM_TEST_ATTACK";
+
+/// Not a test of its own: the box process `an_attacker_in_a_loop_...` starts (this binary
+/// again, with `ATTACK` set). Swaps until the stop file exists, then prints what it did.
+#[test]
+#[ignore = "the attacker process of an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout"]
+fn attacker_process() {
+    let Ok(spec) = std::env::var(ATTACK) else { return };
+    let p: Vec<PathBuf> = spec.lines().map(PathBuf::from).collect();
+    let (stop, gd, dg, wts, new, pname, fakes) = (&p[0], &p[1], &p[2], &p[3..5], p[5].to_string_lossy().into_owned(), p[6].clone(), &p[7..11]);
+    let (mut swaps, mut rounds) = (0u64, 0u64);
+    let head_ref = b"ref: refs/heads/main\n".as_slice();
+    let main_oid = format!("{new}\n");
+    let (main_ref, wt_head) = (gd.join("refs/heads/main"), wts[0].join("HEAD"));
+    let wt_head_bytes = std::fs::read(&wt_head).expect("wt HEAD");
+    let away = gd.join("worktrees/wt.away");
+    while !stop.exists() {
+        let moves: [bool; 20] = [
+            // HEAD: a FIFO, a link out, a hard link of the decoy's, a ref through a link.
+            swap_in(&gd.join("HEAD"), Thing::Fifo),
+            swap_in(&gd.join("HEAD"), Thing::Link(&dg.join("HEAD"))),
+            swap_in(&gd.join("HEAD"), Thing::Hard(&dg.join("HEAD"))),
+            swap_in(&gd.join("HEAD"), Thing::Bytes(b"ref: refs/heads/x/main\n")),
+            swap_in(&gd.join("HEAD"), Thing::Bytes(head_ref)),
+            // The branch: a link out, a FIFO; packed-refs a FIFO; then back.
+            swap_in(&main_ref, Thing::Link(&dg.join("refs/heads/main"))),
+            swap_in(&main_ref, Thing::Fifo),
+            swap_in(&gd.join("packed-refs"), Thing::Fifo),
+            std::fs::remove_file(gd.join("packed-refs")).is_ok(),
+            swap_in(&main_ref, Thing::Bytes(main_oid.as_bytes())),
+            // Worktrees: exchanged, one replaced by a link out, its HEAD a FIFO.
+            { exchange(&wts[0], &wts[1]); true },
+            std::fs::rename(&wts[0], &away).is_ok() && symlink(dg, &wts[0]).is_ok(),
+            std::fs::remove_file(&wts[0]).is_ok() && std::fs::rename(&away, &wts[0]).is_ok(),
+            { exchange(&wts[0], &wts[1]); true },
+            swap_in(&wt_head, Thing::Fifo) && swap_in(&wt_head, Thing::Bytes(&wt_head_bytes)),
+            // Proposal names: a link out, a FIFO, a hard link of the decoy's index, a
+            // rename; the real proposal hard-linked into a worktree.
+            swap_in(&fakes[0], Thing::Link(&dg.join("index"))),
+            swap_in(&fakes[1], Thing::Fifo),
+            swap_in(&fakes[2], Thing::Hard(&dg.join("index"))),
+            std::fs::rename(&fakes[2], &fakes[3]).is_ok(),
+            std::fs::hard_link(gd.join(&pname), wts[0].join(&pname)).is_ok(),
+        ];
+        swaps += moves.iter().filter(|&&m| m).count() as u64;
+        rounds += 1;
+    }
+    println!("ATTACK swaps={swaps} rounds={rounds}");
+}
+
+/// The attacker process; ended by its pid if the test fails before it stopped.
+struct Attacker(std::process::Child);
+
+impl Drop for Attacker {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_none() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Waits (up to 5 s) for the attacker told to stop, SIGKILLs it by pid if it did not; its counts.
+fn end_attacker(a: &mut Attacker) -> (u64, u64) {
+    let t0 = Instant::now();
+    while a.0.try_wait().expect("wait attacker").is_none() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if a.0.try_wait().expect("wait attacker").is_none() {
+        let _ = a.0.kill();
+    }
+    let status = a.0.wait().expect("wait attacker");
+    let mut text = String::new();
+    let _ = std::io::Read::read_to_string(&mut a.0.stdout.take().expect("piped stdout"), &mut text);
+    let line = text.lines().find_map(|l| l.split_once("ATTACK ").map(|(_, r)| r)).unwrap_or_else(|| panic!("the attacker said nothing ({status:?}):\n{text}"));
+    let num = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|n| n.parse().ok()).expect("a count");
+    (num("swaps="), num("rounds="))
 }
 
 #[test]
@@ -242,60 +339,29 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     symlink(dg.join("refs/heads"), gd.join("refs/heads/x")).expect("symlink refs/heads/x");
     let fake = |i: u32| gd.join(ProposalName { head: format!("{i:040x}"), base: blob_id(&old_index, gix::hash::Kind::Sha1), kind: HealKind::Ff }.file_name());
 
+    // The attacker: this test binary again, as its own process (the box's), ended by its pid.
+    let stop_file = fx.root.join("attack.stop");
+    let fakes: Vec<PathBuf> = (1..=4).map(fake).collect();
+    let mut spec = vec![stop_file.clone(), gd.clone(), dg.clone(), wts[0].clone(), wts[1].clone(), PathBuf::from(&new), PathBuf::from(&pname)];
+    spec.extend(fakes);
+    let mut attacker = Attacker(Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "hostile::attacker::attacker_process", "--ignored", "--nocapture", "--test-threads", "1"])
+        .env(ATTACK, spec.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>().join("\n"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the attacker"));
     let stop = Arc::new(AtomicBool::new(false));
-    let attacker = {
-        let (gd, dg, stop, wts, new, pname) = (gd.clone(), dg.clone(), stop.clone(), wts.clone(), new.clone(), pname.clone());
-        let fakes: Vec<PathBuf> = (1..=4).map(fake).collect();
-        std::thread::spawn(move || {
-            let (mut swaps, mut rounds) = (0u64, 0u64);
-            let head_ref = b"ref: refs/heads/main\n".as_slice();
-            let main_oid = format!("{new}\n");
-            let (main_ref, wt_head) = (gd.join("refs/heads/main"), wts[0].join("HEAD"));
-            let wt_head_bytes = std::fs::read(&wt_head).expect("wt HEAD");
-            let away = gd.join("worktrees/wt.away");
-            while !stop.load(Ordering::Relaxed) {
-                let moves: [bool; 20] = [
-                    // HEAD: a FIFO, a link out, a hard link of the decoy's, a ref through a link.
-                    swap_in(&gd.join("HEAD"), Thing::Fifo),
-                    swap_in(&gd.join("HEAD"), Thing::Link(&dg.join("HEAD"))),
-                    swap_in(&gd.join("HEAD"), Thing::Hard(&dg.join("HEAD"))),
-                    swap_in(&gd.join("HEAD"), Thing::Bytes(b"ref: refs/heads/x/main\n")),
-                    swap_in(&gd.join("HEAD"), Thing::Bytes(head_ref)),
-                    // The branch: a link out, a FIFO; packed-refs a FIFO; then back.
-                    swap_in(&main_ref, Thing::Link(&dg.join("refs/heads/main"))),
-                    swap_in(&main_ref, Thing::Fifo),
-                    swap_in(&gd.join("packed-refs"), Thing::Fifo),
-                    std::fs::remove_file(gd.join("packed-refs")).is_ok(),
-                    swap_in(&main_ref, Thing::Bytes(main_oid.as_bytes())),
-                    // Worktrees: exchanged, one replaced by a link out, its HEAD a FIFO.
-                    { exchange(&wts[0], &wts[1]); true },
-                    std::fs::rename(&wts[0], &away).is_ok() && symlink(&dg, &wts[0]).is_ok(),
-                    std::fs::remove_file(&wts[0]).is_ok() && std::fs::rename(&away, &wts[0]).is_ok(),
-                    { exchange(&wts[0], &wts[1]); true },
-                    swap_in(&wt_head, Thing::Fifo) && swap_in(&wt_head, Thing::Bytes(&wt_head_bytes)),
-                    // Proposal names: a link out, a FIFO, a hard link of the decoy's index, a
-                    // rename; the real proposal hard-linked into a worktree.
-                    swap_in(&fakes[0], Thing::Link(&dg.join("index"))),
-                    swap_in(&fakes[1], Thing::Fifo),
-                    swap_in(&fakes[2], Thing::Hard(&dg.join("index"))),
-                    std::fs::rename(&fakes[2], &fakes[3]).is_ok(),
-                    std::fs::hard_link(gd.join(&pname), wts[0].join(&pname)).is_ok(),
-                ];
-                swaps += moves.iter().filter(|&&m| m).count() as u64;
-                rounds += 1;
-            }
-            (swaps, rounds)
-        })
-    };
 
     let trace = fx.root.join("seamd-run.trace");
     let log = fx.root.join("seamd-run.log");
-    let mut strace = traced(&trace, &["run", "--interval-ms", "10"], &co)
+    let strace = traced(&trace, &["run", "--interval-ms", "10"], &co)
         .stderr(std::fs::File::create(&log).expect("create log"))
         .stdout(Stdio::null())
         .spawn()
         .expect("strace is needed for this test");
     let seamd_pid = traced_pid(&trace).expect("seamd never started under strace");
+    let mut daemon = Traced { strace, seamd: seamd_pid };
 
     let doctors = {
         let (stop, co, root) = (stop.clone(), co.clone(), fx.root.clone());
@@ -306,6 +372,8 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
                 let t0 = Instant::now();
                 let out = traced(&t, &["doctor"], &co).output().expect("run doctor under strace");
                 runs.push((t, t0.elapsed(), out.status));
+                // Again and again, but leaving the two cores to seamd and the attacker.
+                std::thread::sleep(Duration::from_millis(25));
             }
             runs
         })
@@ -316,7 +384,7 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     let installed = || std::fs::read_to_string(&log).unwrap_or_default().matches("installed (").count();
     let t0 = Instant::now();
     let planted = AtomicU64::new(0);
-    while installed() < INSTALLS && t0.elapsed() < BUDGET && strace.try_wait().expect("wait").is_none() {
+    while installed() < INSTALLS && t0.elapsed() < BUDGET && daemon.strace.try_wait().expect("wait").is_none() {
         if !proposal.exists() {
             std::fs::write(gd.join("index.test-tmp"), &old_index).expect("write");
             std::fs::rename(gd.join("index.test-tmp"), gd.join("index")).expect("rename");
@@ -328,20 +396,21 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     }
     let elapsed = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let (swaps, rounds) = attacker.join().expect("attacker");
+    std::fs::write(&stop_file, b"").expect("stop the attacker");
+    let (swaps, rounds) = end_attacker(&mut attacker);
     let doctor_runs = doctors.join().expect("doctor loop");
     // SAFETY: SIGTERM to the seamd strace started, by its pid.
     unsafe { libc::kill(seamd_pid, libc::SIGTERM) };
     let t_term = Instant::now();
-    while strace.try_wait().expect("wait strace").is_none() && t_term.elapsed() < Duration::from_secs(2) {
+    while daemon.strace.try_wait().expect("wait strace").is_none() && t_term.elapsed() < Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(10));
     }
     let term_took = t_term.elapsed();
-    if strace.try_wait().expect("wait strace").is_none() {
+    if daemon.strace.try_wait().expect("wait strace").is_none() {
         // SAFETY: our own children, by pid.
         unsafe { libc::kill(seamd_pid, libc::SIGKILL) };
-        let _ = strace.kill();
-        let _ = strace.wait();
+        let _ = daemon.strace.kill();
+        let _ = daemon.strace.wait();
     }
 
     let text = std::fs::read_to_string(&log).unwrap_or_default();
