@@ -68,6 +68,8 @@ struct Trace {
     longest_call: f64,
     longest_gap: f64,
     ends: Vec<String>,
+    /// The dir of every write to a name `index` or `index.lock` (create, rename, link, unlink).
+    index_writes: Vec<PathBuf>,
 }
 
 /// Reads a strace `-ttt -T -y` file. Every `<fd path>` strace shows (dir fds and returned fds:
@@ -126,6 +128,15 @@ fn read_trace(file: &Path, co: &Path) -> Trace {
                 i = at + end + 1;
             } else {
                 i = at + 1;
+            }
+        }
+        // Writes of an index: the dir fd before the name.
+        let writes = ["renameat2(", "linkat(", "unlinkat("].iter().any(|c| rest.starts_with(c)) || (rest.starts_with("open") && ["O_WRONLY", "O_RDWR", "O_CREAT"].iter().any(|f| rest.contains(f)));
+        if writes {
+            for (after, dir) in &dirs {
+                if [", \"index\"", ", \"index.lock\""].iter().any(|n| rest[*after..].starts_with(n)) {
+                    t.index_writes.push(dir.clone());
+                }
             }
         }
         // A path argument right after a dir fd (`fd</dir>, "name"`), joined to it. Joining is
@@ -429,13 +440,15 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
         }
     }
     eprintln!(
-        "attacker: {swaps} swaps in {rounds} rounds; seamd run: {installs} installs ({} planted) in {elapsed:?}, {} traced calls, longest call {:.3} s, longest silence {:.3} s, SIGTERM took {term_took:?}, ends {:?}; doctor: {} runs, longest call {doctor_call:.3} s, longest silence {doctor_gap:.3} s, longest run {doctor_wall:?}",
+        "attacker: {swaps} swaps in {rounds} rounds; seamd run: {installs} installs ({} planted) in {elapsed:?}, {} traced calls, longest call {:.3} s, longest silence {:.3} s, SIGTERM took {term_took:?}, ends {:?}; doctor: {} runs, longest call {doctor_call:.3} s, longest silence {doctor_gap:.3} s, longest run {doctor_wall:?}; {} index writes, all in {}",
         planted.load(Ordering::Relaxed),
         run.lines,
         run.longest_call,
         run.longest_gap,
         run.ends,
-        doctor_runs.len()
+        doctor_runs.len(),
+        run.index_writes.len(),
+        gd.display()
     );
     let refusals: Vec<&str> = text.lines().filter(|l| !l.contains("installed (")).take(12).collect();
     eprintln!("some other log lines:\n{}", refusals.join("\n"));
@@ -455,6 +468,9 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     assert!(run.ends[0].starts_with("+++ exited with 0"), "seamd ended {:?}", run.ends);
     assert!(doctor_bad.is_empty(), "doctor crashed or was killed: {doctor_bad:?}");
     // Never wrote another index, never left a lock.
+    let (into_main, elsewhere): (Vec<_>, Vec<_>) = run.index_writes.iter().partition(|d| **d == gd);
+    assert!(elsewhere.is_empty(), "seamd wrote an index outside {}: {elsewhere:?}", gd.display());
+    assert!(into_main.len() >= INSTALLS, "only {} index writes traced for {installs} installs", into_main.len());
     assert_eq!(snapshot(&dg), before_decoy, "the decoy repo outside the checkout changed");
     for (w, b) in wts.iter().zip(&before_wts) {
         assert_eq!(&std::fs::read(w.join("index")).expect("wt index"), b, "{}'s index was written", w.display());
