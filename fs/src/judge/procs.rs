@@ -59,22 +59,44 @@ impl Proc {
         parent_pid(pid).filter(|&pp| pp != 0).map(Proc::of)
     }
 
-    /// True while this very process runs (a zombie counts as gone: it will never rename).
+    /// True while this very process runs. A zombie whose threads have all ended counts as gone
+    /// (it will never rename); a zombie leader (it called `pthread_exit`) whose other threads
+    /// still run is alive: they hold its locks and may still rename them.
     pub fn alive(&self) -> bool {
         if self.pid == 0 {
             return false;
         }
         match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
             Ok(stat) => {
-                let Some(i) = stat.rfind(')') else { return false };
-                let mut fields = stat[i + 1..].split_whitespace();
-                let state = fields.next().unwrap_or("Z");
-                let start = fields.nth(18).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-                state != "Z" && state != "X" && (self.start == 0 || start == self.start)
+                let Some((state, start)) = state_and_start(&stat) else { return false };
+                if self.start != 0 && start != self.start {
+                    return false;
+                }
+                match state {
+                    "X" => false,
+                    "Z" => self.a_thread_runs(),
+                    _ => true,
+                }
             }
             Err(_) => false,
         }
     }
+
+    /// Whether a thread of this process other than its (zombie) leader is not dead.
+    fn a_thread_runs(&self) -> bool {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else { return false };
+        tasks.filter_map(|t| t.ok()).filter(|t| t.file_name().to_str() != Some(&self.pid.to_string())).any(|t| {
+            std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(state_and_start).is_some_and(|(s, _)| s != "Z" && s != "X")
+        })
+    }
+}
+
+/// State (field 3) and start time (field 22) of a `/proc/.../stat` line; the command name may
+/// hold spaces and parentheses, so fields are counted after the last ')'.
+fn state_and_start(stat: &str) -> Option<(&str, u64)> {
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?;
+    Some((state, fields.nth(18).and_then(|s| s.parse().ok()).unwrap_or(0)))
 }
 
 #[cfg(test)]
@@ -103,5 +125,50 @@ mod tests {
         let parent = parent.expect("the test has a parent");
         // SAFETY: getppid has no failure mode.
         assert_eq!(parent.pid, unsafe { libc::getppid() } as u32, "a thread's process's parent");
+    }
+
+    extern "C" fn park(_: *mut libc::c_void) -> *mut libc::c_void {
+        loop {
+            // SAFETY: pause has no preconditions.
+            unsafe { libc::pause() };
+        }
+    }
+
+    /// A child whose leader thread exits alone (raw `exit`, as `pthread_exit` of main does) while
+    /// its second thread runs: the leader is a zombie, the process alive. Old `alive` read the
+    /// leader's Z and called it dead, so its locks were reaped while its thread held them.
+    #[test]
+    fn a_zombie_leader_with_a_running_thread_is_alive() {
+        // SAFETY: the child only creates a thread and exits its own thread; no Rust runtime use.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: the child: a parked thread, then the leader leaves (SYS_exit, not exit_group).
+            unsafe {
+                let mut t: libc::pthread_t = 0;
+                if libc::pthread_create(&mut t, std::ptr::null(), park, std::ptr::null_mut()) != 0 {
+                    libc::_exit(1);
+                }
+                libc::syscall(libc::SYS_exit, 0);
+            }
+        }
+        let p = Proc::of(pid as u32);
+        let state = || std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().as_deref().and_then(state_and_start).map(|(s, _)| s.to_string());
+        let t0 = std::time::Instant::now();
+        while state().as_deref() != Some("Z") && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let (leader, threads) = (state(), std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0));
+        let alive_with_thread = p.alive();
+        // SAFETY: ending the child this test forked, by its pid, and reaping it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        eprintln!("leader state {leader:?}, {threads} task(s); alive: {alive_with_thread}; after SIGKILL and wait: {}", p.alive());
+        assert_eq!(leader.as_deref(), Some("Z"), "the leader never became a zombie: the test proves nothing");
+        assert_eq!(threads, 2, "the second thread is not there: the test proves nothing");
+        assert!(alive_with_thread, "a zombie leader whose thread runs counted as dead");
+        assert!(!p.alive(), "the killed and reaped process still counts as alive");
     }
 }

@@ -377,3 +377,4 @@ fn a_stale_index_lock_is_named_with_its_remedy() {
     fx.run_once();
     assert_eq!(fx.index(), bytes, "installed once the lock was gone");
 }
+mod attacker;
