@@ -10,7 +10,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-use crate::lower_at::{at, at_for_openat2, openat2};
+use crate::lower_at::{at, at_for_open_beneath, open_beneath};
+pub use crate::lower_at::{DIR_REF, PORTABLE};
 
 /// Result of a libc call: -1 becomes the thread's errno.
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -42,7 +43,7 @@ impl Lower {
         let c = CString::new(dir.as_os_str().as_encoded_bytes())
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: `c` is a valid C string; the returned fd is owned below.
-        let fd = cvt(unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) })?;
+        let fd = cvt(unsafe { libc::open(c.as_ptr(), DIR_REF | libc::O_CLOEXEC) })?;
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
         let stale_pages = crate::lower_cache::stale_pages(root.as_raw_fd(), dir);
@@ -114,6 +115,12 @@ impl Lower {
     /// A path's device and inode number, without asking a FUSE lower for fresh attributes
     /// (see [`identity`]).
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
+        if PORTABLE {
+            // No statx there: a plain lstat (a FUSE lower may be asked for fresh attributes).
+            // The casts are for macOS, whose st_dev is an i32.
+            #[allow(clippy::unnecessary_cast)]
+            return self.stat(rel).map(|st| (st.st_dev as u64, st.st_ino as u64));
+        }
         let a = at(self.root_fd(), rel)?;
         statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x))
     }
@@ -140,8 +147,8 @@ impl Lower {
             // O_PATH allows only a few companions.
             flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;
         }
-        let a = at_for_openat2(self.root_fd(), rel)?;
-        openat2(a.fd(), a.name(), flags, mode)
+        let a = at_for_open_beneath(self.root_fd(), rel)?;
+        open_beneath(a.fd(), a.name(), flags, mode)
     }
 
     /// `mkdirat`.
@@ -184,6 +191,12 @@ impl Lower {
     /// `renameat2` with the caller's flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
     pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
         let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
+        if flags == 0 {
+            // Plain renameat where no flag is asked for: the call every platform has (seamd's
+            // lock commit on a macOS host).
+            // SAFETY: valid fds and C strings.
+            return cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop);
+        }
         // SAFETY: valid fds and C strings.
         let r = unsafe {
             libc::syscall(libc::SYS_renameat2, a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), flags)
@@ -275,6 +288,12 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 /// An open file's device and inode number, from the kernel's cached attributes: they never
 /// change for an open file, so asking a FUSE lower for fresh attributes would only cost a GETATTR.
 pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
+    if PORTABLE {
+        // No statx there: fstat (a FUSE lower may be asked for fresh attributes).
+        // The casts are for macOS, whose st_dev is an i32.
+        #[allow(clippy::unnecessary_cast)]
+        return fstat(fd).map(|st| (st.st_dev as u64, st.st_ino as u64));
+    }
     statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_INO).map(|x| identity_of(&x))
 }
 

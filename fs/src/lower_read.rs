@@ -64,6 +64,9 @@ impl Lower {
     /// Opens `rel` for reading only if it is a regular file (see the module doc); its stat.
     /// A read-only open that must see the server gets `O_DIRECT` ([`Lower::fresh_flags`]).
     pub fn open_regular(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
+        if crate::lower::PORTABLE {
+            return self.open_regular_portable(rel);
+        }
         let path = self.open_at(rel, libc::O_PATH, 0).map_err(ReadError::Io)?;
         let st = fstat(path.as_raw_fd()).map_err(ReadError::Io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
@@ -77,6 +80,29 @@ impl Lower {
         }
         // SAFETY: a fresh fd from open(2).
         Ok((unsafe { OwnedFd::from_raw_fd(fd) }, st))
+    }
+
+    /// `open_regular` without `O_PATH` or `/proc` (macOS): `lstat` the name, refuse anything
+    /// but a regular file, open it non-blocking, and `fstat` the fd: a name swapped for a FIFO
+    /// or another file in between is refused, not read.
+    fn open_regular_portable(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
+        let before = self.stat(rel).map_err(ReadError::Io)?;
+        if before.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(ReadError::NotRegular(before.st_mode));
+        }
+        let flags = self.fresh_flags(libc::O_RDONLY) | libc::O_NONBLOCK;
+        let fd = self.open_at(rel, flags, 0).map_err(ReadError::Io)?;
+        let st = fstat(fd.as_raw_fd()).map_err(ReadError::Io)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(ReadError::NotRegular(st.st_mode));
+        }
+        // The casts are for macOS, whose st_dev is an i32.
+        #[allow(clippy::unnecessary_cast)]
+        let (dev, ino) = (before.st_dev as u64, before.st_ino as u64);
+        if !crate::lower::same_file(&st, dev, ino) {
+            return Err(ReadError::Io(io::Error::other(format!("open {}: replaced while being opened", rel.to_string_lossy()))));
+        }
+        Ok((fd, st))
     }
 
     /// Reads the regular file `rel` whole, at most `max` bytes; None when absent.

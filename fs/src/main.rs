@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use seamfs::config::{self, FileConfig};
 use seamfs::core::{Core, CoreOptions};
 use seamfs::layer::GitLayer;
@@ -20,7 +20,7 @@ use seamfs::policy::{Class, Ttls};
 /// mount to unmount); 3 the mount failed; 4 the unmount failed. As `mount.fuse.seamfs`, the
 /// mount(8) helper: `mount -t fuse.seamfs LOWER MNT -o ttl=1,...`.
 #[derive(Parser, Debug)]
-#[command(version = env!("SEAM_VERSION"), about, long_about = None)]
+#[command(version = env!("SEAM_VERSION"))]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -29,14 +29,19 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Mount LOWER on MOUNTPOINT, or over DIR itself with --over.
+    #[command(after_help = "Exit codes: 0 mounted (the daemon answers); 2 bad arguments or bad input (the message \
+                            names the path and what to do); 3 the mount failed.")]
     Mount(MountArgs),
     /// Unmount a seamfs mount (only seamfs; also clears one whose daemon died).
+    #[command(after_help = "Exit codes: 0 unmounted (or a dead mount cleared); 2 not a seamfs mount; 4 the \
+                            unmount failed.")]
     Umount {
         /// The mountpoint.
         mountpoint: PathBuf,
     },
     /// Check a seamfs mount from inside the box: up and answering, data path, the share,
     /// seam-git as core.hooksPath, git's version, the index split. Exit 1 when a check fails.
+    #[command(after_help = "Exit codes: 0 no check failed (warnings allowed); 1 a check failed; 2 bad arguments.")]
     Doctor(seamfs::doctor::DoctorArgs),
 }
 
@@ -58,25 +63,25 @@ struct MountArgs {
     #[arg(long)]
     no_passthrough: bool,
     /// Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share's own [default: 1].
-    #[arg(long)]
+    #[arg(long, value_name = "S")]
     ttl: Option<f64>,
     /// FUSE worker threads (1-256) [default: 4].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
     threads: Option<u64>,
     /// Log file for the daemon (default: no log once daemonised).
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// Let the box use the shared index instead of its own `index-box`.
     #[arg(long)]
     no_index_split: bool,
     /// How long a box lock create waits behind a host-held lock before EEXIST, in ms [default: 1000].
-    #[arg(long)]
+    #[arg(long, value_name = "MS")]
     lock_wait_ms: Option<u64>,
     /// How long a first touch of `index` retries a shared index that reads missing, in ms [default: 2000].
-    #[arg(long)]
+    #[arg(long, value_name = "MS")]
     shared_index_wait_ms: Option<u64>,
     /// Settings file (default /etc/seamfs.toml when it exists); flags override it.
-    #[arg(long)]
+    #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// The host change feed (seamd run --feed): unix:PATH, vsock:CID:PORT, or a character
     /// device such as /dev/virtio-ports/seam.feed. While it is live the work tree stays cached
@@ -106,6 +111,8 @@ fn run(args: Vec<OsString>) -> Result<i32, MountError> {
             Some(rest) => std::iter::once(OsString::from("seamfs")).chain(rest).collect(),
             None => return Ok(exit::OK),
         }
+    } else if let Some(code) = seam_clidoc::intercept(&args, Cli::command) {
+        return Ok(code);
     } else {
         expand_dash_o(args)?
     };

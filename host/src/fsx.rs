@@ -67,7 +67,7 @@ fn kind_of(mode: libc::mode_t) -> Kind {
 /// Opens the directory `rel` under `l` as a `Lower` of its own. Fails with ELOOP when any piece
 /// of the path is a symlink.
 pub fn open_dir(l: &Lower, rel: &Path) -> std::io::Result<Lower> {
-    l.open_at(&c(rel), libc::O_PATH | libc::O_DIRECTORY, 0).map(Lower::from_fd)
+    l.open_at(&c(rel), seamfs::lower::DIR_REF, 0).map(Lower::from_fd)
 }
 
 /// Why a file was not read.

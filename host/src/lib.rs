@@ -9,7 +9,8 @@
 //! seamd starts no process (never git: the checkout's config is the box's to write, and
 //! `core.fsmonitor` or a filter would run its code) and follows no link: every file is reached
 //! through `seamfs::lower::Lower` rooted at the checkout (`openat2` with `RESOLVE_BENEATH |
-//! RESOLVE_NO_SYMLINKS`), refs are read as data, worktree git dirs are reached by name.
+//! RESOLVE_NO_SYMLINKS`, or the portable one-name-at-a-time resolver meant for macOS hosts,
+//! feature `portable-resolver`), refs are read as data, worktree git dirs are reached by name.
 //!
 //! - [`gitdirs`]: the checkout and its git dirs.
 //! - [`fsx`]: bounded no-link reads, listings, the lock file.
@@ -20,7 +21,10 @@
 //! - [`quote`]: box-chosen names made safe to print (shell words, one-line messages).
 //!
 //! # Limitations
-//! - Linux only (`openat2`).
+//! - Built and tested on Linux only. Its path resolution has the macOS path (the
+//!   `portable-resolver` feature runs the whole suite on it), but a macOS build of seamd and
+//!   the seamfs crate has not been made: Linux-only flags (`O_PATH`, `O_DIRECT`, `O_TMPFILE`),
+//!   `statx`, `renameat2` with flags and `/proc` are still named outside the resolver.
 //! - Submodule git dirs (`.git/modules/<n>`) are not served.
 //! - A reftable repository's HEAD never resolves as data: its proposals are pruned as stale.
 #![deny(missing_docs)]

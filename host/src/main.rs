@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use seamd::doctor::{self, doctor, DoctorOptions, Level};
 use seamd::gitdirs::Checkout;
@@ -27,6 +27,9 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Install healed index proposals in CHECKOUT's git dirs, pass after pass.
+    #[command(after_help = "Exit codes: 0 stopped by a signal, or --once with nothing left to look at; 2 bad \
+                            arguments; 3 the checkout cannot be used; 4 an I/O error, or --once left something \
+                            that needs attention (the log line says which).")]
     Run {
         /// The host's main checkout.
         checkout: PathBuf,
@@ -42,6 +45,8 @@ enum Cmd {
         feed: Option<seamfs::feed::FeedAddr>,
     },
     /// Report the checkout's cross-kernel state: proposals, autostashes, old locks, index-box.
+    #[command(after_help = "Exit codes: 0 nothing to warn about; 1 a row to look at (warn or worse); 2 bad \
+                            arguments; 3 the checkout cannot be used.")]
     Doctor {
         /// The host's main checkout.
         checkout: PathBuf,
@@ -81,6 +86,9 @@ fn open(path: &std::path::Path) -> Result<Checkout, ExitCode> {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = seam_clidoc::intercept(&std::env::args_os().collect::<Vec<_>>(), Cli::command) {
+        return ExitCode::from(code as u8);
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run { checkout, once, interval_ms, feed } => {

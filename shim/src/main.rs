@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::exit;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use seam_git::hook::{self, EXIT_USAGE};
 use seam_git::{install, is_hook, HOOKS};
@@ -32,6 +32,8 @@ struct Cli {
 enum Cmd {
     /// Create DIR (for core.hooksPath) with a link to this binary for every hook git runs by
     /// name; links already there are kept, anything else there is refused.
+    #[command(after_help = "Exit codes: 0 done; 1 something is in the way or a filesystem call failed (the \
+                            message names the path); 2 bad arguments.")]
     InstallHooks {
         /// The hooks dir (made absolute: git resolves a relative core.hooksPath per repository).
         dir: PathBuf,
@@ -41,6 +43,9 @@ enum Cmd {
         exe: Option<PathBuf>,
     },
     /// Run as hook NAME with git's arguments (what a link named NAME does).
+    #[command(after_help = "Exit codes: 0 ok; 1 refused (the reason is on stderr); 2 bad arguments or no usable \
+                            git dir; 126 the repository's hook could not be run; any other: the repository's \
+                            hook's (128+N when a signal N ended it).")]
     Hook {
         /// The hook's name, e.g. reference-transaction.
         name: String,
@@ -89,6 +94,9 @@ fn main() {
         // As bytes: a hook's argument may be a path that is not UTF-8.
         let args: Vec<OsString> = std::env::args_os().skip(1).collect();
         exit(hook::run(&called, &args, &me()));
+    }
+    if let Some(code) = seam_clidoc::intercept(&std::env::args_os().collect::<Vec<_>>(), Cli::command) {
+        exit(code);
     }
     match Cli::parse().cmd {
         Cmd::InstallHooks { dir, exe } => install_hooks(&dir, exe),

@@ -111,8 +111,8 @@ fn a_fifo_as_heads_branch_never_blocks_seamd() {
     assert!(path.exists(), "the proposal waits for a readable HEAD");
 }
 
-/// A character device as HEAD's branch is never opened (only looked at through `O_PATH`):
-/// strace shows every open of its name.
+/// A character device as HEAD's branch is never opened (only looked at: through `O_PATH`, or
+/// with the portable resolver by `lstat`): strace shows every open and stat of its name.
 #[test]
 fn a_device_as_heads_branch_is_never_opened() {
     let fx = Fx::new();
@@ -122,7 +122,7 @@ fn a_device_as_heads_branch_is_never_opened() {
     special_at(&fx.gitdir().join("refs/heads/main"), Some(libc::makedev(1, 3)));
     let trace = fx.root.join("strace-open.out");
     let out = Command::new("strace")
-        .args(["-f", "-qq", "-e", "trace=open,openat,openat2", "-o"])
+        .args(["-f", "-qq", "-e", "trace=open,openat,openat2,newfstatat,statx", "-o"])
         .arg(&trace)
         .arg(env!("CARGO_BIN_EXE_seamd"))
         .args(["run", "--once"])
@@ -130,11 +130,13 @@ fn a_device_as_heads_branch_is_never_opened() {
         .output()
         .expect("strace is needed for this test: apt-get install -y strace");
     let text = std::fs::read_to_string(&trace).expect("read trace");
-    let opens: Vec<&str> = text.lines().filter(|l| l.contains("refs/heads/main")).collect();
-    eprintln!("opens of refs/heads/main:\n{}\nseamd: {}", opens.join("\n"), String::from_utf8_lossy(&out.stderr));
-    assert!(!opens.is_empty(), "seamd never looked at HEAD's branch: the test proves nothing\n{text}");
-    for l in &opens {
-        assert!(l.contains("O_PATH"), "the device was opened for real: {l}");
+    // The portable resolver descends a name at a time: the last call names `main` alone.
+    let seen: Vec<&str> = text.lines().filter(|l| l.contains("refs/heads/main") || l.contains("\"main\"")).collect();
+    eprintln!("opens and stats of refs/heads/main:\n{}\nseamd: {}", seen.join("\n"), String::from_utf8_lossy(&out.stderr));
+    assert!(!seen.is_empty(), "seamd never looked at HEAD's branch: the test proves nothing\n{text}");
+    for l in seen.iter().filter(|l| l.contains("open")) {
+        // The portable resolver has no O_PATH: it must not open the name at all.
+        assert!(!seamfs::lower::PORTABLE && l.contains("O_PATH"), "the device was opened for real: {l}");
     }
     assert!(String::from_utf8_lossy(&out.stderr).contains("a character device, not a regular file"), "{:?}", out);
     assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
@@ -378,3 +380,27 @@ fn a_stale_index_lock_is_named_with_its_remedy() {
     assert_eq!(fx.index(), bytes, "installed once the lock was gone");
 }
 mod attacker;
+
+/// A symlink in the middle of a path (`refs/heads` -> a directory outside holding `main`) is
+/// never followed, by either resolver: HEAD's branch reads as unresolvable, nothing is
+/// installed, and the outside directory is not touched.
+#[test]
+fn a_symlinked_refs_dir_mid_path_is_never_followed() {
+    let fx = Fx::new();
+    let new = fx.box_commit("box\n");
+    let (path, _) = fx.propose(&fx.base, &new);
+    let heads = fx.gitdir().join("refs/heads");
+    let outside = fx.root.join("outside-heads");
+    std::fs::rename(&heads, &outside).expect("move refs/heads out");
+    std::os::unix::fs::symlink(&outside, &heads).expect("symlink refs/heads");
+    let ref_before = std::fs::read(outside.join("main")).expect("the outside main");
+    let before = fx.index();
+    let out = fx.run_once();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refs/heads/main"), "seamd did not name the branch it could not read:\n{err}");
+    assert!(err.contains("symbolic links"), "not refused as a link (ELOOP), under either resolver:\n{err}");
+    assert_eq!(fx.index(), before, "nothing installed through a linked refs dir");
+    assert!(path.exists(), "the proposal waits");
+    assert_eq!(std::fs::read(outside.join("main")).expect("outside main"), ref_before, "the outside ref untouched");
+    assert!(!fx.gitdir().join("index.lock").exists(), "index.lock left behind");
+}

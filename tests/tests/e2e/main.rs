@@ -5,6 +5,7 @@
 //! `seam_tests::Mount` guard, unmounted even when a test fails.
 
 mod bad_input;
+mod clidoc;
 mod box_doctor;
 mod crash;
 mod feed;
