@@ -131,13 +131,18 @@ pub fn main(a: VmArgs) -> i32 {
 }
 
 fn counts(share: ShareMode, opts: &seam_lab::vm::counts::CountsOptions, cache: &Cache) -> i32 {
-    match seam_lab::vm::counts::run(cache, share, opts) {
+    printed("vm counts", seam_lab::vm::counts::run(cache, share, opts))
+}
+
+/// A report printed (exit 0), or the error said (exit 1).
+fn printed(what: &str, r: Result<String, seam_lab::lab::LabError>) -> i32 {
+    match r {
         Ok(md) => {
             print!("{md}");
             0
         }
         Err(e) => {
-            eprintln!("seam-lab vm counts: {e}");
+            eprintln!("seam-lab {what}: {e}");
             1
         }
     }
@@ -152,16 +157,7 @@ fn bench(b: VmBenchArgs, cache: Cache) -> i32 {
         }
     };
     let opts = seam_lab::vm::bench::VmBenchOptions { files: b.files, runs: b.runs as usize, shares, out: b.out, cache, cpus: b.cpus, feed: b.feed };
-    match seam_lab::vm::bench::run(&opts) {
-        Ok(md) => {
-            print!("{md}");
-            0
-        }
-        Err(e) => {
-            eprintln!("seam-lab vm bench: {e}");
-            1
-        }
-    }
+    printed("vm bench", seam_lab::vm::bench::run(&opts))
 }
 
 fn race(r: VmRaceArgs, cache: Cache) -> i32 {

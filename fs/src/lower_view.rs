@@ -7,8 +7,6 @@
 //! `index.lock` while the reverse heal runs). So the heal and the index seed run on a thread of
 //! their own mount namespace, in which seamfs's mount is detached and the path is the lower.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -45,7 +43,7 @@ pub fn with_lower_view<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 
 /// This thread gets its own mount namespace, with seamfs's mount at `mnt` detached from it.
 fn enter(mnt: &Path) -> std::io::Result<()> {
-    let c = CString::new(mnt.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let c = crate::gitdata::cpath(mnt);
     // SAFETY: plain syscalls on this thread only (CLONE_FS: its own cwd and root; CLONE_NEWNS:
     // its own mount table, private so nothing propagates back).
     unsafe {

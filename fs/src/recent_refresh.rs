@@ -17,13 +17,17 @@ use dashmap::DashMap;
 /// How long a process's refresh of a name stands in for the next.
 pub const WINDOW: Duration = Duration::from_millis(50);
 
-/// Past this many remembered names the memo starts over (a walk of many tags or loose refs).
-const MAX_NAMES: usize = 4096;
+/// Past this many remembered processes the memo starts over; past this many names of one
+/// process (a walk of many tags or loose refs), that process's list does. A name forgotten is
+/// only refreshed again.
+const MAX_PIDS: usize = 64;
+const MAX_NAMES: usize = 256;
 
-/// The memo: (pid, path) → when it was refreshed, and under which lock epoch.
+/// The memo: per pid, the names refreshed, when, and under which lock epoch. Kept per pid so a
+/// hit (most of git's lookups) finds its name by comparison, without allocating a key.
 #[derive(Debug, Default)]
 pub struct RecentRefresh {
-    seen: DashMap<(u32, CString), (Instant, u64)>,
+    seen: DashMap<u32, Vec<(CString, Instant, u64)>>,
     epoch: AtomicU64,
 }
 
@@ -36,18 +40,24 @@ impl RecentRefresh {
         }
         let now = Instant::now();
         let epoch = self.epoch.load(Ordering::Acquire);
-        let key = (pid, path.to_owned());
-        if let Some(at) = self.seen.get(&key) {
-            let (when, e) = *at;
-            if e == epoch && now.duration_since(when) < WINDOW {
-                return false;
-            }
-        }
-        if self.seen.len() >= MAX_NAMES {
+        if self.seen.len() >= MAX_PIDS && !self.seen.contains_key(&pid) {
             self.seen.clear();
         }
-        self.seen.insert(key, (now, epoch));
-        true
+        let mut names = self.seen.entry(pid).or_default();
+        match names.iter_mut().find(|(p, _, _)| p.as_c_str() == path) {
+            Some((_, when, e)) if *e == epoch && now.duration_since(*when) < WINDOW => false,
+            Some(seen) => {
+                (seen.1, seen.2) = (now, epoch);
+                true
+            }
+            None => {
+                if names.len() >= MAX_NAMES {
+                    names.clear();
+                }
+                names.push((path.to_owned(), now, epoch));
+                true
+            }
+        }
     }
 
     /// A box process creates a lock: every lookup from now on refreshes again.

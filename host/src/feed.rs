@@ -7,7 +7,8 @@
 //! lost-events flag becomes an `overflow` message, after which every box trusts nothing cached.
 
 use std::collections::BTreeSet;
-use std::io;
+use std::fs::File;
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,9 +30,9 @@ const MAX_BURST: usize = 10_000;
 /// Where the lines go: every connected box.
 #[derive(Default)]
 struct Clients {
-    socks: Vec<OwnedFd>,
+    socks: Vec<File>,
     /// A character device is written to directly (reopened after an error).
-    device: Option<(PathBuf, Option<OwnedFd>)>,
+    device: Option<(PathBuf, Option<File>)>,
 }
 
 /// Starts the feed: a watcher on `checkout`, a listener (or the device) at `addr`, and the
@@ -84,10 +85,10 @@ fn spawn_accept(listener: OwnedFd, clients: Arc<Mutex<Clients>>, stop: &'static 
                 continue;
             }
             // SAFETY: accept returned a new fd we own.
-            let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-            set_send_timeout(&fd, Duration::from_secs(1));
-            if write_all(&fd, &Message::Hello.encode()).is_ok() {
-                clients.lock().expect("feed clients").socks.push(fd);
+            let mut sock = File::from(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            set_send_timeout(&sock, Duration::from_secs(1));
+            if sock.write_all(&Message::Hello.encode()).is_ok() {
+                clients.lock().expect("feed clients").socks.push(sock);
             }
         }
     })?;
@@ -95,28 +96,12 @@ fn spawn_accept(listener: OwnedFd, clients: Arc<Mutex<Clients>>, stop: &'static 
 }
 
 /// A box that does not read within a second is dropped (it reconnects, and its cache is reset).
-fn set_send_timeout(fd: &OwnedFd, t: Duration) {
+fn set_send_timeout(fd: &File, t: Duration) {
     let tv = libc::timeval { tv_sec: t.as_secs() as libc::time_t, tv_usec: 0 };
     // SAFETY: valid socket and option value of the stated size.
     unsafe {
         libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDTIMEO, &tv as *const _ as *const libc::c_void, std::mem::size_of_val(&tv) as u32);
     }
-}
-
-fn write_all(fd: &OwnedFd, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        // SAFETY: valid fd and buffer. MSG_NOSIGNAL is not portable; SIGPIPE is ignored by seamd.
-        let n = unsafe { libc::write(fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        data = &data[n as usize..];
-    }
-    Ok(())
 }
 
 fn send_loop(root: &Path, rx: &Receiver<notify::Result<notify::Event>>, clients: &Mutex<Clients>, stop: &AtomicBool, log: &dyn Fn(&str)) {
@@ -161,13 +146,14 @@ fn send_loop(root: &Path, rx: &Receiver<notify::Result<notify::Event>>, clients:
 
 fn broadcast(clients: &Mutex<Clients>, lines: &[u8]) {
     let mut c = clients.lock().expect("feed clients");
-    c.socks.retain(|fd| write_all(fd, lines).is_ok());
+    // SIGPIPE is ignored (`ignore_sigpipe`): a box gone away is a write error.
+    c.socks.retain_mut(|sock| sock.write_all(lines).is_ok());
     if let Some((path, fd)) = &mut c.device {
         if fd.is_none() {
-            *fd = std::fs::OpenOptions::new().write(true).open(&*path).ok().map(OwnedFd::from);
+            *fd = std::fs::OpenOptions::new().write(true).open(&*path).ok();
         }
         if let Some(f) = fd {
-            if write_all(f, lines).is_err() {
+            if f.write_all(lines).is_err() {
                 *fd = None;
             }
         }

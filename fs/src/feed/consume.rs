@@ -3,8 +3,6 @@
 //! raises the box's watchers. Whenever the feed is not live the work tree is on the share's
 //! TTLs, and going down invalidates every work-tree entry handed out on the feed's word.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -17,6 +15,7 @@ use super::proto::{Kind, Message, DEAD_AFTER};
 use super::FeedLive;
 use crate::core::Shared;
 use crate::gitdata::cpath;
+use crate::lower::statx_cached;
 
 /// How long to wait between connection attempts.
 const RETRY: Duration = Duration::from_secs(1);
@@ -43,6 +42,7 @@ impl Consumer {
 
     fn run(self) {
         super::mark_poker();
+        super::track_touches();
         let mut said_unreachable = false;
         loop {
             match connect(&self.addr) {
@@ -166,22 +166,22 @@ impl Consumer {
         if self.shared.lower().stat(&cpath(rel)).is_ok() {
             return;
         }
-        let at = self.mountpoint.join(rel);
-        let Some(st) = cached_stat(&at) else {
+        let at = cpath(&self.mountpoint.join(rel));
+        // The kernel's cached view through the mount: no request is sent to seamfs for it.
+        let Ok(st) = statx_cached(libc::AT_FDCWD, &at, 0, libc::STATX_INO | libc::STATX_TYPE) else {
             self.raise_change(parent_rel);
             return;
         };
-        let Ok(p) = CString::new(at.as_os_str().as_bytes()) else { return };
         let dir = st.stx_mode as u32 & libc::S_IFMT == libc::S_IFDIR;
         // SAFETY: a C string.
-        unsafe { libc::unlinkat(libc::AT_FDCWD, p.as_ptr(), if dir { libc::AT_REMOVEDIR } else { 0 }) };
+        unsafe { libc::unlinkat(libc::AT_FDCWD, at.as_ptr(), if dir { libc::AT_REMOVEDIR } else { 0 }) };
     }
 
     /// A created or changed name: its times set to what they are, through the mount, which the
     /// kernel reports to watchers as IN_ATTRIB (seamfs answers it without touching the lower).
     fn raise_change(&self, rel: &Path) {
         let Ok(st) = self.shared.lower().stat(&cpath(rel)) else { return };
-        let Ok(p) = CString::new(self.mountpoint.join(rel).as_os_str().as_bytes()) else { return };
+        let p = cpath(&self.mountpoint.join(rel));
         let times = [
             libc::timespec { tv_sec: st.st_atime, tv_nsec: st.st_atime_nsec },
             libc::timespec { tv_sec: st.st_mtime, tv_nsec: st.st_mtime_nsec },
@@ -189,15 +189,4 @@ impl Consumer {
         // SAFETY: C string and two timespecs.
         unsafe { libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
     }
-}
-
-/// The kernel's cached view of a path through the mount, without asking seamfs for attributes.
-fn cached_stat(path: &Path) -> Option<libc::statx> {
-    let p = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: zeroed POD out-struct.
-    let mut x: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC;
-    // SAFETY: C string and out-pointer.
-    let r = unsafe { libc::statx(libc::AT_FDCWD, p.as_ptr(), flags, libc::STATX_INO, &mut x) };
-    (r == 0).then_some(x)
 }

@@ -47,7 +47,6 @@ pub fn is_poke(pid: u32) -> bool {
 }
 
 fn mark_poker() {
-    track_touches();
     // SAFETY: gettid has no failure mode.
     let tid = unsafe { libc::gettid() } as u32;
     POKER.store(tid, Ordering::Relaxed);
@@ -84,6 +83,7 @@ pub fn box_touched(id: u64) -> bool {
     TOUCHED.get().and_then(|t| t.get(&id).map(|at| at.elapsed() < ECHO_WINDOW)).unwrap_or(false)
 }
 
+/// Starts remembering what the box changes (only a process with a feed pays for it).
 fn track_touches() {
     let _ = TOUCHED.set(DashMap::new());
 }

@@ -56,13 +56,18 @@ impl Drop for Seamd {
 struct Rig {
     backing: TempDir,
     _mnt: TempDir,
-    _seamd: Option<Seamd>,
+    seamd: Option<Seamd>,
     m: Mount,
     _sock_dir: TempDir,
 }
 
 impl Rig {
+    /// With the work-tree TTL [`TTL`].
     fn new(feed: bool) -> Rig {
+        Rig::with_ttl(feed, TTL)
+    }
+
+    fn with_ttl(feed: bool, ttl: &str) -> Rig {
         let backing = TempDir::new("feed-backing");
         let mnt = TempDir::new("feed-mnt");
         let sock_dir = TempDir::new("feed-sock");
@@ -71,12 +76,12 @@ impl Rig {
         let sock = sock_dir.join("feed.sock");
         let seamd = feed.then(|| Seamd::start(backing.path(), &sock));
         let feed_arg = format!("unix:{}", sock.display());
-        let mut extra = vec!["--ttl", TTL];
+        let mut extra = vec!["--ttl", ttl];
         if feed {
             extra.extend(["--feed", feed_arg.as_str()]);
         }
         let m = Mount::seamfs(backing.path(), mnt.path(), &extra);
-        let r = Rig { backing, _mnt: mnt, _seamd: seamd, m, _sock_dir: sock_dir };
+        let r = Rig { backing, _mnt: mnt, seamd, m, _sock_dir: sock_dir };
         if feed {
             r.wait_for_log("change feed live", Duration::from_secs(10));
         }
@@ -257,26 +262,18 @@ fn box_watchers_fire_on_host_changes_with_the_feed_and_not_without() {
 
 #[test]
 fn a_feed_that_dies_puts_the_work_tree_back_on_the_share_ttl() {
-    let backing = TempDir::new("feed-dies-backing");
-    let mnt = TempDir::new("feed-dies-mnt");
-    let sock_dir = TempDir::new("feed-dies-sock");
-    std::fs::write(backing.join("f"), "before\n").unwrap();
-    let sock = sock_dir.join("feed.sock");
-    let seamd = Seamd::start(backing.path(), &sock);
-    let feed = format!("unix:{}", sock.display());
     // The share's TTL is 1 s; the feed's is 60 s.
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1", "--feed", &feed]);
-    let r = Rig { backing, _mnt: mnt, _seamd: None, m, _sock_dir: sock_dir };
-    r.wait_for_log("change feed live", Duration::from_secs(10));
-    assert_eq!(std::fs::metadata(r.m.join("f")).unwrap().len(), 7, "cached while the feed is live (TTL 60 s)");
-    drop(seamd);
+    let mut r = Rig::with_ttl(true, "1");
+    let f = r.m.join("src/a.txt");
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 4, "cached while the feed is live (TTL 60 s)");
+    drop(r.seamd.take());
     r.wait_for_log("change feed down", Duration::from_secs(10));
     // seamd is gone: no message will come for this edit. Only the fallback to the 1 s TTL
     // (with everything cached on the feed's word invalidated) lets the box see it.
-    std::fs::write(r.host("f.tmp"), "after, longer\n").unwrap();
-    std::fs::rename(r.host("f.tmp"), r.host("f")).unwrap();
+    std::fs::write(r.host("src/a.txt.tmp"), "after, longer\n").unwrap();
+    std::fs::rename(r.host("src/a.txt.tmp"), r.host("src/a.txt")).unwrap();
     // `stat` alone: answered from the kernel's cache, which only the fallback invalidates.
-    let t = within(Duration::from_secs(5), || std::fs::metadata(r.m.join("f")).is_ok_and(|m| m.len() == 14));
+    let t = within(Duration::from_secs(5), || std::fs::metadata(&f).is_ok_and(|m| m.len() == 14));
     println!("after the feed died, a host edit showed in the box in {t:?} (share TTL 1 s)");
     assert!(t.is_some(), "a host edit after the feed died stayed stale past the share's TTL");
 }
