@@ -60,10 +60,12 @@ pub struct CachePolicy {
 /// may read as the directory for this long, never a ref's value.
 pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
 
-/// How long the kernel may keep a live name's attributes. Its entry TTL stays zero, so every
-/// path walk (`stat`, `open`) still asks seamfs and replaces them; this only spares the GETATTR
-/// the kernel sends right after that LOOKUP (ADR 0020) and fstats of an open file,
-/// which git's live files never change in place but for appends to reflogs.
+/// How long the kernel may keep the attributes of the index, a lock or a ref-store directory.
+/// Their entry TTL stays zero, so every path walk still asks seamfs and replaces them; this only
+/// spares the GETATTR the kernel sends right after that LOOKUP (ADR 0020). Not for live refs:
+/// a live-ref node serves its name, so an open can reach a file the host renamed in after the
+/// lookup, and git sizes what it maps of `config` or `packed-refs` by `fstat` (cached attributes
+/// of the old file would cut the new one short).
 pub const LIVE_ATTR_TTL: Duration = Duration::from_millis(50);
 
 /// Files from this size on get FUSE passthrough; smaller ones are read through seamfs and the
@@ -134,7 +136,7 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
         // never changed in place by the host: names and attributes must be fresh, but their
         // data may go through the page cache and passthrough (git reads a large index whole).
         Class::Index | Class::Lock => CachePolicy { direct_io: false, passthrough: true, ..live },
-        Class::LiveRef | Class::LiveRefDir => live,
+        Class::LiveRef | Class::LiveRefDir => CachePolicy { attr_ttl: zero, ..live },
         Class::RefDir => CachePolicy { entry_ttl: REF_DIR_TTL, ..live },
     }
 }
@@ -297,8 +299,10 @@ mod tests {
             let p = cache_policy(class, &t);
             let entry = if class == Class::RefDir { REF_DIR_TTL } else { Duration::ZERO };
             assert_eq!(p.entry_ttl, entry, "{class:?}");
-            // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks.
-            assert_eq!(p.attr_ttl, LIVE_ATTR_TTL);
+            // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks;
+            // never for live refs, whose open may reach a newer file than the lookup's.
+            let attr = if matches!(class, Class::LiveRef | Class::LiveRefDir) { Duration::ZERO } else { LIVE_ATTR_TTL };
+            assert_eq!(p.attr_ttl, attr, "{class:?}");
             assert_eq!(p.negative_ttl, Duration::ZERO);
             assert!(p.refresh);
         }
