@@ -51,6 +51,8 @@ enum Cmd {
     },
     /// Time git through native disk, the raw share, seamfs and peer FUSE layers; write a report.
     Bench(seam_lab::bench::BenchArgs),
+    /// Everyday git commands in fresh repositories, per command, through each layer.
+    Small(seam_lab::bench::small::SmallArgs),
     /// The real box: races and benchmarks in a qemu guest over real virtiofs and 9p.
     Vm(vm_cli::VmArgs),
 }
@@ -203,6 +205,7 @@ fn main() {
         Cmd::Race(a) => Ok(run_race(a)),
         Cmd::BoxClient { client, step, repo, file } => Ok(run_box_client(client, &step, &repo, file.as_deref())),
         Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
+        Cmd::Small(a) => Ok(seam_lab::bench::small::main(a)),
         Cmd::Vm(a) => Ok(vm_cli::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),
         Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),

@@ -146,10 +146,10 @@ impl<L: Layer> Filesystem for Core<L> {
         Core::forget(self, ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let _s = debug_span!("getattr", ino = ino.0).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
-        match Core::getattr(self, ino.0, fh.map(|f| f.0)) {
+        match Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid()) {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),
             Err(e) => reply.error(e),
         }
@@ -178,7 +178,7 @@ impl<L: Layer> Filesystem for Core<L> {
         crate::feed::touch(req.pid(), ino.0);
         // The change feed raising the box's watchers: answered as a getattr, the lower untouched.
         let r = if crate::feed::is_poke(req.pid()) && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() {
-            Core::getattr(self, ino.0, fh.map(|f| f.0))
+            Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid())
         } else {
             Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid())
         };

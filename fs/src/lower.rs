@@ -252,6 +252,7 @@ impl Lower {
     /// `refresh`, made even when this request refreshed `rel` already: for loops that wait for
     /// the share to change.
     pub fn refresh_again(&self, rel: &CStr) {
+        REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let Ok(a) = at(self.root_fd(), rel) else { return };
         let (dir, rel) = (a.fd(), a.name());
         let mut st = empty_stat();
@@ -263,6 +264,10 @@ impl Lower {
         }
     }
 }
+
+/// Forced revalidations made by this process (`refresh_again`), for `user.seamfs.status`: each
+/// is a round trip to the share's server, the cost ADR 0020 counts.
+pub static REFRESHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl Lower {
     /// The names in directory `rel` with their inode numbers, read from the lower's server: a

@@ -7,6 +7,7 @@
 //! - `workloads`: the timed git commands and reads, each leaving the repo as it found it.
 //! - `runner`: interleaves layers (order rotated each run) and samples seamfs's RSS.
 //! - `report`, `svg`: report.md, report.json, ratios.svg.
+//! - [`small`]: `seam-lab small`, everyday commands in fresh repositories, per command.
 
 pub mod gen;
 mod layers;
@@ -15,6 +16,7 @@ mod procfs;
 mod report;
 mod results;
 mod runner;
+pub mod small;
 mod svg;
 mod workloads;
 

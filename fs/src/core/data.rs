@@ -377,7 +377,12 @@ impl<L: Layer> Core<L> {
         let Some(fd) = h.opened() else { return Ok(()) };
         // A git-dir file is published by a rename or link after its close: its data must be on
         // the lower's server by then (`Core::make_durable`).
-        if h.writable() && self.inodes.with(h.node, |n| n.class.in_git_dir()).unwrap_or(false) {
+        // A read-only handle has nothing to flush, and seamfs keeps no POSIX locks on the lower
+        // (the kernel keeps them: no lock ops), so the share's FLUSH would be a wasted round trip.
+        if !h.writable() {
+            return Ok(());
+        }
+        if self.inodes.with(h.node, |n| n.class.in_git_dir()).unwrap_or(false) {
             super::guard::write_back(fd.as_raw_fd());
         }
         let dup = fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;

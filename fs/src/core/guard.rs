@@ -100,10 +100,7 @@ impl<L: Layer> Core<L> {
         if !rel.starts_with("refs/") {
             return read_lower(&self.lower, &gitdir.join(rel)).ok().flatten().map(|b| trimmed(&b));
         }
-        match GitDirRef::open(&self.lower, gitdir.to_path_buf()).resolve(rel) {
-            Ok(RefState::At(oid)) => Some(oid),
-            _ => None,
-        }
+        GitDirRef::open(&self.lower, gitdir.to_path_buf()).value(rel).ok().flatten()
     }
 
     /// Operation state present in a git dir now, from one listing (fresh on any share, where
@@ -167,6 +164,8 @@ impl<L: Layer> Core<L> {
             Class::LiveRef if rel.starts_with("refs/") => {
                 let p = Proc::of(pid);
                 if !self.judge.tracker.has_ref(p, &gitdir, &rel) {
+                    // The value as this process sees it: `packed-refs` as its own last look left it.
+                    self.refresh_for(pid, &cpath(&gitdir.join("packed-refs")));
                     let v = self.ref_value(&gitdir, &rel);
                     self.judge.tracker.note_ref(p, &gitdir, &rel, v);
                 }
@@ -315,7 +314,10 @@ impl<L: Layer> Core<L> {
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &name) else { return };
         if let Target::File(_) = target_of(&rel) {
-            let content = read_lower(&self.lower, &gitdir.join(&rel)).ok().flatten();
+            // What the open below reaches: the name as this process's last refresh left it.
+            let path = gitdir.join(&rel);
+            self.refresh_for(pid, &cpath(&path));
+            let content = read_lower(&self.lower, &path).ok().flatten();
             self.judge.tracker.read_file(Proc::of(pid), &gitdir, &rel, hash(&content));
         }
     }

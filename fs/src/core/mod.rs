@@ -217,6 +217,12 @@ impl<L: Layer> Core<L> {
 
     /// The stat of a node, verified to still be the same file (ESTALE otherwise).
     pub(crate) fn stat_node(&self, id: u64) -> Result<libc::stat, Errno> {
+        self.stat_node_for(id, 0)
+    }
+
+    /// `stat_node` for process `pid`: a live name that process refreshed a moment ago is not
+    /// refreshed again (ADR 0020; git stats `config` and `HEAD` right after each lookup).
+    pub(crate) fn stat_node_for(&self, id: u64, pid: u32) -> Result<libc::stat, Errno> {
         let (dev, ino, pinned, class, kind) =
             self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
         if let Some(fd) = pinned {
@@ -224,7 +230,7 @@ impl<L: Layer> Core<L> {
         }
         let path = self.inodes.path(id)?;
         if self.policy(class).refresh {
-            self.lower.refresh(&path);
+            self.refresh_for(pid, &path);
         }
         match self.lower.stat(&path).and_then(|st| self.live_size(class, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
@@ -235,6 +241,16 @@ impl<L: Layer> Core<L> {
             Ok(_) => Err(Errno::ESTALE),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),
             Err(e) => Err(io_err(e)),
+        }
+    }
+
+    /// Refreshes live name `path` for process `pid` unless that process refreshed it a moment
+    /// ago (ADR 0020); then the rest of this request reads it as that refresh left it.
+    pub(crate) fn refresh_for(&self, pid: u32, path: &CStr) {
+        if self.recent_refresh.needs(pid, path) {
+            self.lower.refresh(path);
+        } else {
+            crate::refresh_scope::spare(path);
         }
     }
 
@@ -312,8 +328,8 @@ impl<L: Layer> Core<L> {
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
-        if self.policy(guess).refresh && self.recent_refresh.needs(pid, path) {
-            self.lower.refresh(path);
+        if self.policy(guess).refresh {
+            self.refresh_for(pid, path);
         }
         self.guard_lookup(parent, guess, &child, pid);
         if !guess.in_git_dir() {
@@ -364,13 +380,13 @@ impl<L: Layer> Core<L> {
         self.inodes.forget(id, n);
     }
 
-    /// GETATTR; with an open handle the handle's file answers.
-    pub fn getattr(&self, id: u64, fh: Option<u64>) -> Result<(FileAttr, Duration), Errno> {
+    /// GETATTR by process `pid`; with an open handle the handle's file answers.
+    pub fn getattr(&self, id: u64, fh: Option<u64>, pid: u32) -> Result<(FileAttr, Duration), Errno> {
         let class = self.class_of(id)?;
         let opened = fh.and_then(|fh| self.handles.file(fh).ok()).filter(|h| h.opened().is_some());
         let st = match opened.as_ref().and_then(|h| h.opened()) {
             Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
-            _ => match self.stat_node(id) {
+            _ => match self.stat_node_for(id, pid) {
                 Err(e) if e == Errno::ESTALE => fstat(self.open_file_of(id)?.as_raw_fd()).map_err(io_err)?,
                 r => r?,
             },

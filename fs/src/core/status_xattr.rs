@@ -33,6 +33,7 @@ impl<L: Layer> Core<L> {
         let data_path = if self.passthrough_on.load(Ordering::Relaxed) { "passthrough" } else { "plain" };
         out.push_str(&format!("data_path={data_path}\n"));
         out.push_str(&format!("killpriv={}\n", self.killpriv_on.load(Ordering::Relaxed)));
+        out.push_str(&format!("refreshes={}\n", crate::lower::REFRESHES.load(Ordering::Relaxed)));
         out.into_bytes()
     }
 }

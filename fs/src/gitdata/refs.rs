@@ -106,12 +106,22 @@ impl GitDirRef<'_> {
 
     /// Where `refname` stands: loose file, else packed-refs, else unborn or hidden by its reflog.
     pub fn resolve(&self, refname: &str) -> Result<RefState, RefError> {
-        self.resolve_within(refname, SYMREF_MAX_DEPTH)
+        self.resolve_within(refname, SYMREF_MAX_DEPTH, true)
+    }
+
+    /// The object id `refname` holds (loose file, else packed-refs); None when it holds none.
+    /// Unlike [`Self::resolve`] the reflog is not read: absent is absent, hidden or unborn.
+    pub fn value(&self, refname: &str) -> Result<Option<String>, RefError> {
+        match self.resolve_within(refname, SYMREF_MAX_DEPTH, false)? {
+            RefState::At(oid) => Ok(Some(oid)),
+            _ => Ok(None),
+        }
     }
 
     /// [`Self::resolve`] following at most `depth` more symbolic refs: a cycle the other side
-    /// wrote (`a` -> `b` -> `a`) must end in an error, not a stack overflow.
-    fn resolve_within(&self, refname: &str, depth: usize) -> Result<RefState, RefError> {
+    /// wrote (`a` -> `b` -> `a`) must end in an error, not a stack overflow. Without `reflog`
+    /// an absent ref is Unborn whatever its reflog holds.
+    fn resolve_within(&self, refname: &str, depth: usize, reflog: bool) -> Result<RefState, RefError> {
         if !is_refname(refname) {
             return Err(RefError::Malformed { path: refname.into(), why: "not a ref name" });
         }
@@ -128,7 +138,7 @@ impl GitDirRef<'_> {
                 let Some(left) = depth.checked_sub(1) else {
                     return Err(RefError::Malformed { path: refname.into(), why: SYMREF_TOO_DEEP });
                 };
-                match self.resolve_within(target.trim(), left) {
+                match self.resolve_within(target.trim(), left, reflog) {
                     Ok(RefState::At(oid)) => return Ok(RefState::At(oid)),
                     Err(e @ RefError::Malformed { why: SYMREF_TOO_DEEP, .. }) => return Err(e),
                     _ => {}
@@ -140,6 +150,9 @@ impl GitDirRef<'_> {
             if let Some(oid) = find_packed(&packed, refname) {
                 return Ok(RefState::At(oid));
             }
+        }
+        if !reflog {
+            return Ok(RefState::Unborn);
         }
         let log = format!("logs/{refname}");
         match self.read(&log, common)? {

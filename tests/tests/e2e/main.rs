@@ -22,6 +22,7 @@ mod locks;
 mod lower_view;
 mod mount_helper;
 mod refmoves;
+mod round_trips;
 mod shim;
 mod static_bins;
 mod units;
