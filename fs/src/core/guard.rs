@@ -131,7 +131,8 @@ impl<L: Layer> Core<L> {
     }
 
     /// A process's first look at a git dir's HEAD: record where it started.
-    fn note_start(&self, p: Proc, gitdir: &Path) {
+    fn note_start(&self, pid: u32, gitdir: &Path) {
+        let p = Proc::of(pid);
         if self.judge.tracker.started(p) {
             return;
         }
@@ -141,10 +142,12 @@ impl<L: Layer> Core<L> {
         self.judge.tracker.note_ref(p, gitdir, "HEAD", raw.map(|b| trimmed(&b)));
         let branch = match head {
             Some(Head::Symbolic(b)) => {
-                let v = match g.resolve(&b) {
-                    Ok(RefState::At(oid)) => Some(oid),
-                    _ => None,
-                };
+                // Refreshed in this process's name: its own lookup of the branch a moment
+                // later is answered from the same look (ADR 0020), so it sees what is noted.
+                if b.starts_with("refs/") {
+                    self.refresh_for(pid, &cpath(&g.common.join(&b)));
+                }
+                let v = g.value(&b).ok().flatten();
                 self.judge.tracker.note_ref(p, &g.common, &b, v);
                 Some(b)
             }
@@ -160,7 +163,7 @@ impl<L: Layer> Core<L> {
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return };
         match class {
-            Class::LiveRef if rel == "HEAD" => self.note_start(Proc::of(pid), &gitdir),
+            Class::LiveRef if rel == "HEAD" => self.note_start(pid, &gitdir),
             Class::LiveRef if rel.starts_with("refs/") => {
                 let p = Proc::of(pid);
                 if !self.judge.tracker.has_ref(p, &gitdir, &rel) {
