@@ -272,7 +272,8 @@ impl Lower {
                 names.push((std::ffi::OsString::from_vec(name.to_vec()), unsafe { (*ent).d_ino }));
             }
             if names.len() > max {
-                break Err(io::Error::other(format!("list {}: more than {max} names, not listed further", rel.to_string_lossy())));
+                // No path in it: callers name the directory as they print paths (seamd quotes them).
+                break Err(io::Error::other(format!("more than {max} names: not listed further")));
             }
         };
         // SAFETY: `dir` came from fdopendir and is closed once.
