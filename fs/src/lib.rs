@@ -15,6 +15,11 @@
 //! - [`mount`], [`daemon`], [`signals`]: mounting, serving, unmounting, daemonising.
 //! - [`mountinfo`], [`status`], [`users`]: what is mounted where, who serves it, who uses it.
 //!
+//! Feature `fuse` (default) builds the overlay. Without it (`default-features = false`, as
+//! seamd depends on it) only what both sides share is built, and it builds on macOS: the lower
+//! (the portable resolver there), bounded reads, the heal, index validation, the feed's
+//! address and protocol, the verdict's names and the report format (ADR 0023).
+//!
 //! # Limitations
 //! - Git dirs are recognised by name (`.git`, `worktrees/<n>`, `modules/<n>`); bare repositories
 //!   elsewhere on the mount are treated as work tree.
@@ -22,36 +27,37 @@
 //!   daemon and then given to the caller, so for an instant they are root's.
 #![deny(missing_docs)]
 
-pub mod attr;
-pub mod config;
-pub mod core;
-pub mod daemon;
+// Shared with seamd, and built on every host (macOS too): the lower, reads of the other
+// side's bytes, the heal rule, index checks, the feed's wire format, the verdict, the report.
 pub mod feed;
-pub mod filesystem;
 pub mod gitdata;
-pub mod handles;
 pub mod heal;
 pub mod index;
-pub mod inode;
 pub mod judge;
-pub mod layer;
 pub mod lower;
 mod lower_at;
+mod lower_os;
 pub mod lower_cache;
 pub mod lower_read;
-pub mod lower_path;
 pub mod lower_view;
-pub mod mount;
+#[cfg(target_os = "linux")]
 pub mod mountinfo;
-pub mod options;
-pub mod policy;
-pub mod recent_refresh;
 pub mod refresh_scope;
 pub mod report;
-pub mod doctor;
-pub mod signals;
-pub mod status;
-pub mod users;
+
+#[cfg(all(feature = "fuse", not(target_os = "linux")))]
+compile_error!("seamfs's overlay (feature `fuse`) is Linux-only; seamd builds without it (ADR 0023)");
+
+/// Declares the overlay's modules: built with feature `fuse` only (ADR 0023).
+macro_rules! overlay_modules {
+    ($($m:ident),* $(,)?) => { $( #[cfg(feature = "fuse")] pub mod $m; )* };
+}
+
+// The overlay (feature `fuse`, Linux): fuser's glue, the core, the mount and the daemon.
+overlay_modules!(
+    attr, config, core, daemon, doctor, filesystem, handles, inode, layer, lower_path, mount, options, policy,
+    recent_refresh, signals, status, users,
+);
 
 /// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
 pub fn init_logging(default: &str) {

@@ -12,6 +12,10 @@ use std::path::Path;
 
 use crate::lower_at::{at, at_for_open_beneath, open_beneath};
 pub use crate::lower_at::{DIR_REF, PORTABLE};
+#[cfg(target_os = "linux")]
+use crate::lower_os::identity_of;
+#[cfg(target_os = "linux")]
+pub use crate::lower_os::{proc_fd_path, statx_cached};
 
 /// Result of a libc call: -1 becomes the thread's errno.
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
@@ -66,11 +70,8 @@ impl Lower {
     /// open, or an appending one (the guest puts an append at its cached size, which is stale;
     /// an O_DIRECT write reaches the server's O_APPEND file, which appends at its real end).
     pub fn fresh_flags(&self, flags: i32) -> i32 {
-        let file = flags & (libc::O_PATH | libc::O_DIRECTORY) == 0;
-        let plain_read = flags & libc::O_ACCMODE == libc::O_RDONLY && flags & libc::O_CREAT == 0;
-        let append = flags & libc::O_APPEND != 0;
-        if self.stale_pages.is_some() && file && (plain_read || append) {
-            flags | libc::O_DIRECT
+        if self.stale_pages.is_some() {
+            crate::lower_os::fresh_flags(flags)
         } else {
             flags
         }
@@ -115,40 +116,20 @@ impl Lower {
     /// A path's device and inode number, without asking a FUSE lower for fresh attributes
     /// (see [`identity`]).
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
-        if PORTABLE {
-            // No statx there: a plain lstat (a FUSE lower may be asked for fresh attributes).
-            // The casts are for macOS, whose st_dev is an i32.
-            #[allow(clippy::unnecessary_cast)]
-            return self.stat(rel).map(|st| (st.st_dev as u64, st.st_ino as u64));
+        #[cfg(target_os = "linux")]
+        if !PORTABLE {
+            let a = at(self.root_fd(), rel)?;
+            return statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x));
         }
-        let a = at(self.root_fd(), rel)?;
-        statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x))
+        // No statx on the portable side: a plain lstat (a FUSE lower may be asked for fresh
+        // attributes).
+        self.stat(rel).map(|st| dev_ino(&st))
     }
 
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        // openat2 refuses bits open(2) ignores, and FUSE passes kernel-internal ones (FMODE_EXEC).
-        const VALID: i32 = libc::O_ACCMODE
-            | libc::O_APPEND
-            | libc::O_NONBLOCK
-            | libc::O_DSYNC
-            | libc::O_SYNC
-            | libc::O_DIRECT
-            | libc::O_NOATIME
-            | libc::O_TRUNC
-            | libc::O_LARGEFILE
-            | libc::O_DIRECTORY
-            | libc::O_CREAT
-            | libc::O_EXCL
-            | libc::O_PATH
-            | libc::O_TMPFILE;
-        let mut flags = (flags & VALID) | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-        if flags & libc::O_PATH != 0 {
-            // O_PATH allows only a few companions.
-            flags &= libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_DIRECTORY;
-        }
         let a = at_for_open_beneath(self.root_fd(), rel)?;
-        open_beneath(a.fd(), a.name(), flags, mode)
+        open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode)
     }
 
     /// `mkdirat`.
@@ -188,7 +169,8 @@ impl Lower {
         cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop)
     }
 
-    /// `renameat2` with the caller's flags (RENAME_NOREPLACE, RENAME_EXCHANGE).
+    /// Rename with the caller's flags, Linux's values (RENAME_NOREPLACE, RENAME_EXCHANGE):
+    /// `renameat2` on Linux, `renameatx_np` on macOS (`crate::lower_os`).
     pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
         let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
         if flags == 0 {
@@ -197,15 +179,7 @@ impl Lower {
             // SAFETY: valid fds and C strings.
             return cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop);
         }
-        // SAFETY: valid fds and C strings.
-        let r = unsafe {
-            libc::syscall(libc::SYS_renameat2, a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), flags)
-        };
-        if r < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        crate::lower_os::rename_with_flags(a.fd(), a.name(), b.fd(), b.name(), flags)
     }
 
     /// `readlinkat`.
@@ -274,11 +248,42 @@ impl Lower {
     /// listing is never served from the lower's dentry cache, so it shows what a stale lookup
     /// would hide.
     pub fn list(&self, rel: &CStr) -> io::Result<Vec<(std::ffi::OsString, u64)>> {
-        use std::os::unix::fs::DirEntryExt;
+        self.list_at_most(rel, usize::MAX)
+    }
+
+    /// [`Lower::list`], an error past `max` names: a directory the other side filled with
+    /// millions of names costs the reader bounded memory. Read through the directory's own fd
+    /// (`fdopendir`), with no `/proc`, so it is the same on every host.
+    pub fn list_at_most(&self, rel: &CStr, max: usize) -> io::Result<Vec<(std::ffi::OsString, u64)>> {
+        use std::os::fd::IntoRawFd;
+        use std::os::unix::ffi::OsStringExt;
         let fd = self.open_at(rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-        std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
-            .map(|e| e.map(|e| (e.file_name(), e.ino())))
-            .collect()
+        // SAFETY: fdopendir takes ownership of a valid directory fd; closedir below releases it.
+        let dir = unsafe { libc::fdopendir(fd.into_raw_fd()) };
+        if dir.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        let mut names = Vec::new();
+        let result = loop {
+            // SAFETY: `dir` is a valid DIR*; readdir returns null at the end.
+            let ent = unsafe { libc::readdir(dir) };
+            if ent.is_null() {
+                break Ok(());
+            }
+            // SAFETY: d_name is a NUL-terminated name inside the entry readdir returned.
+            let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
+            if name != b"." && name != b".." {
+                // SAFETY: the same valid entry. (d_ino is u64 on Linux and macOS alike.)
+                names.push((std::ffi::OsString::from_vec(name.to_vec()), unsafe { (*ent).d_ino }));
+            }
+            if names.len() > max {
+                // No path in it: callers name the directory as they print paths (seamd quotes them).
+                break Err(io::Error::other(format!("more than {max} names: not listed further")));
+            }
+        };
+        // SAFETY: `dir` came from fdopendir and is closed once.
+        unsafe { libc::closedir(dir) };
+        result.map(|()| names)
     }
 }
 
@@ -293,36 +298,22 @@ pub fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 /// An open file's device and inode number, from the kernel's cached attributes: they never
 /// change for an open file, so asking a FUSE lower for fresh attributes would only cost a GETATTR.
 pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
-    if PORTABLE {
-        // No statx there: fstat (a FUSE lower may be asked for fresh attributes).
-        // The casts are for macOS, whose st_dev is an i32.
-        #[allow(clippy::unnecessary_cast)]
-        return fstat(fd).map(|st| (st.st_dev as u64, st.st_ino as u64));
+    #[cfg(target_os = "linux")]
+    if !PORTABLE {
+        return statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_INO).map(|x| identity_of(&x));
     }
-    statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_INO).map(|x| identity_of(&x))
+    // No statx on the portable side: fstat (a FUSE lower may be asked for fresh attributes).
+    fstat(fd).map(|st| dev_ino(&st))
 }
 
-fn identity_of(x: &libc::statx) -> (u64, u64) {
-    (libc::makedev(x.stx_dev_major, x.stx_dev_minor), x.stx_ino)
-}
-
-/// `statx` of `rel` under `dirfd` (`flags` as for statx; no symlink followed) from the kernel's
-/// cached attributes (`AT_STATX_DONT_SYNC`): a FUSE lower is not asked for fresh ones.
-pub fn statx_cached(dirfd: RawFd, rel: &CStr, flags: i32, mask: u32) -> io::Result<libc::statx> {
-    // SAFETY: an all-zero statx is a valid out-buffer.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let flags = flags | libc::AT_STATX_DONT_SYNC | libc::AT_SYMLINK_NOFOLLOW;
-    // SAFETY: valid fd, C string and out-pointer.
-    cvt(unsafe { libc::statx(dirfd, rel.as_ptr(), flags, mask, &mut stx) })?;
-    Ok(stx)
-}
-
-/// The `/proc/self/fd/N` path of an fd, to reach what an O_PATH fd refers to.
-pub fn proc_fd_path(fd: RawFd) -> CString {
-    CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL in a number")
+/// A stat's device and inode number as `u64`s.
+pub fn dev_ino(st: &libc::stat) -> (u64, u64) {
+    // The casts are for macOS, whose st_dev is an i32.
+    #[allow(clippy::unnecessary_cast)]
+    (st.st_dev as u64, st.st_ino as u64)
 }
 
 /// Same file: device and inode number.
 pub fn same_file(a: &libc::stat, dev: u64, ino: u64) -> bool {
-    a.st_dev == dev && a.st_ino == ino
+    dev_ino(a) == (dev, ino)
 }

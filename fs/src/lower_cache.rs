@@ -16,6 +16,7 @@ use std::path::Path;
 /// How the lower caches, when that matters: None for a share that revalidates (virtiofs, FUSE,
 /// 9p without a loose cache, a local filesystem), else what was found (`9p cache=loose`). Read
 /// from mountinfo: a 9p mount reports the host's `f_type`, not its own.
+#[cfg(target_os = "linux")]
 pub fn stale_pages(_dir_fd: RawFd, dir: &Path) -> Option<String> {
     let real = std::fs::canonicalize(dir).ok()?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -23,13 +24,22 @@ pub fn stale_pages(_dir_fd: RawFd, dir: &Path) -> Option<String> {
     (fstype == "9p").then(|| cache_mode(&opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"))
 }
 
+/// None on a macOS host: its lower is its own filesystem, which revalidates; a never-revalidating
+/// cache is a Linux guest's 9p mount, and there is no mountinfo to find one in anyway.
+#[cfg(not(target_os = "linux"))]
+pub fn stale_pages(_dir_fd: RawFd, _dir: &Path) -> Option<String> {
+    None
+}
+
 /// The filesystem type and super options of the mount `path` is on.
+#[cfg(any(target_os = "linux", test))]
 fn mount_of(info: &str, path: &Path) -> Option<(String, String)> {
     crate::mountinfo::containing_in(&crate::mountinfo::parse(info), path).map(|m| (m.fstype, m.options))
 }
 
 /// 9p's cache mode among its super options: `cache=loose` in newer kernels, a bare `loose` (or
 /// `fscache`, `mmap`) in 6.1's.
+#[cfg(any(target_os = "linux", test))]
 fn cache_mode(opts: &str) -> Option<&str> {
     opts.split(',').find_map(|o| o.strip_prefix("cache=").or(["loose", "fscache", "mmap", "none"].into_iter().find(|m| *m == o)))
 }
@@ -38,6 +48,9 @@ fn cache_mode(opts: &str) -> Option<&str> {
 /// way found to make a 9p `cache=loose` mount forget a name the host removed. Costly for every
 /// mount of the guest, so called only when such a name blocks an exclusive create.
 pub fn drop_dentries() -> std::io::Result<()> {
+    if cfg!(not(target_os = "linux")) {
+        return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "drop the dentry cache: not available on this host"));
+    }
     std::fs::write("/proc/sys/vm/drop_caches", "2")
 }
 

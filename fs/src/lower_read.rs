@@ -5,13 +5,15 @@
 //! that runs no driver's `open` and cannot block on a FIFO. `fstat` of that fd decides; only a
 //! regular file is then reopened for reading, through `/proc/self/fd/N` (the same inode, so a
 //! swap of the name in between changes nothing), with `O_NONBLOCK`. Reads are size-bounded.
+//! The portable resolver (macOS) has neither `O_PATH` nor `/proc`: there the name is `lstat`ed,
+//! opened non-blocking and the fd `fstat`ed, and a file swapped in between is refused.
 
 use std::ffi::CStr;
 use std::fmt;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
-use crate::lower::{fstat, proc_fd_path, Lower};
+use crate::lower::{fstat, Lower};
 
 /// Why a file was not read.
 #[derive(Debug)]
@@ -64,9 +66,17 @@ impl Lower {
     /// Opens `rel` for reading only if it is a regular file (see the module doc); its stat.
     /// A read-only open that must see the server gets `O_DIRECT` ([`Lower::fresh_flags`]).
     pub fn open_regular(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
-        if crate::lower::PORTABLE {
-            return self.open_regular_portable(rel);
+        #[cfg(target_os = "linux")]
+        if !crate::lower::PORTABLE {
+            return self.open_regular_o_path(rel);
         }
+        self.open_regular_portable(rel)
+    }
+
+    /// `open_regular` with `O_PATH` and a reopen through `/proc/self/fd` (Linux's resolver).
+    #[cfg(target_os = "linux")]
+    fn open_regular_o_path(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
+        use std::os::fd::FromRawFd;
         let path = self.open_at(rel, libc::O_PATH, 0).map_err(ReadError::Io)?;
         let st = fstat(path.as_raw_fd()).map_err(ReadError::Io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
@@ -74,7 +84,7 @@ impl Lower {
         }
         let flags = self.fresh_flags(libc::O_RDONLY) | libc::O_NONBLOCK | libc::O_CLOEXEC;
         // SAFETY: a valid C string; the fd is owned below.
-        let fd = unsafe { libc::open(proc_fd_path(path.as_raw_fd()).as_ptr(), flags) };
+        let fd = unsafe { libc::open(crate::lower::proc_fd_path(path.as_raw_fd()).as_ptr(), flags) };
         if fd < 0 {
             return Err(ReadError::Io(io::Error::last_os_error()));
         }
@@ -96,9 +106,7 @@ impl Lower {
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(ReadError::NotRegular(st.st_mode));
         }
-        // The casts are for macOS, whose st_dev is an i32.
-        #[allow(clippy::unnecessary_cast)]
-        let (dev, ino) = (before.st_dev as u64, before.st_ino as u64);
+        let (dev, ino) = crate::lower::dev_ino(&before);
         if !crate::lower::same_file(&st, dev, ino) {
             return Err(ReadError::Io(io::Error::other(format!("open {}: replaced while being opened", rel.to_string_lossy()))));
         }

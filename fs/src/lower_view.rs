@@ -42,6 +42,7 @@ pub fn with_lower_view<T: Send>(f: impl FnOnce() -> T + Send) -> T {
 }
 
 /// This thread gets its own mount namespace, with seamfs's mount at `mnt` detached from it.
+#[cfg(target_os = "linux")]
 fn enter(mnt: &Path) -> std::io::Result<()> {
     let c = crate::gitdata::cpath(mnt);
     // SAFETY: plain syscalls on this thread only (CLONE_FS: its own cwd and root; CLONE_NEWNS:
@@ -58,4 +59,14 @@ fn enter(mnt: &Path) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// No mount namespaces off Linux (nor a seamfs mount to cover the lower: `covered` is the
+/// mount's call), so this is only said, never pretended.
+#[cfg(not(target_os = "linux"))]
+fn enter(mnt: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        format!("detach the mount at {}: mount namespaces are not available on this host", mnt.display()),
+    ))
 }

@@ -55,7 +55,7 @@ pub fn serve(checkout: &Path, addr: &FeedAddr, stop: &'static AtomicBool, log: i
             let l = std::os::unix::net::UnixListener::bind(p)?;
             spawn_accept(l.into(), clients.clone(), stop)?;
         }
-        FeedAddr::Vsock { cid, port } => spawn_accept(vsock_listener(*cid, *port)?, clients.clone(), stop)?,
+        FeedAddr::Vsock { cid, port } => spawn_accept(seamfs::feed::addr::vsock_listen(*cid, *port)?, clients.clone(), stop)?,
     }
     log(&format!("change feed: watching {} for {addr}", root.display()));
     std::thread::Builder::new().name("seamd-feed".into()).spawn(move || {
@@ -63,16 +63,6 @@ pub fn serve(checkout: &Path, addr: &FeedAddr, stop: &'static AtomicBool, log: i
         send_loop(&root, &rx, &clients, stop, &*log);
     })?;
     Ok(())
-}
-
-#[cfg(target_os = "linux")]
-fn vsock_listener(cid: u32, port: u32) -> io::Result<OwnedFd> {
-    seamfs::feed::addr::vsock_listen(cid, port)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn vsock_listener(_: u32, _: u32) -> io::Result<OwnedFd> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "vsock feeds need a Linux host"))
 }
 
 fn spawn_accept(listener: OwnedFd, clients: Arc<Mutex<Clients>>, stop: &'static AtomicBool) -> io::Result<()> {
@@ -182,10 +172,12 @@ impl Burst {
             EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => vec![Kind::Create],
             EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From)) => vec![Kind::Remove],
             EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => vec![Kind::Remove, Kind::Create],
+            // FSEvents (macOS) does not say which side of a rename a path was: see below.
+            EventKind::Modify(ModifyKind::Name(RenameMode::Any)) => vec![],
             _ => vec![Kind::Modify],
         };
         for (i, p) in ev.paths.iter().enumerate() {
-            let kind = kinds.get(i).or(kinds.last()).copied().unwrap_or(Kind::Modify);
+            let kind = kinds.get(i).or(kinds.last()).copied().unwrap_or_else(|| renamed_side(p));
             if let Some(rel) = feed_path(root, p) {
                 let key = (kind as u8, rel.clone());
                 if self.seen.insert(key) {
@@ -197,6 +189,16 @@ impl Burst {
             self.overflow = true;
             self.changes.clear();
         }
+    }
+}
+
+/// A path renamed without saying which side it was (FSEvents): a name there now was renamed to,
+/// a missing one renamed from, so the box's watchers see a create or a delete, as on Linux.
+fn renamed_side(p: &Path) -> Kind {
+    if std::fs::symlink_metadata(p).is_ok() {
+        Kind::Create
+    } else {
+        Kind::Remove
     }
 }
 
@@ -241,5 +243,18 @@ mod tests {
         assert_eq!(b.changes, vec![(Kind::Modify, PathBuf::from("a")), (Kind::Remove, PathBuf::from("b"))]);
         b.add(root, Err(notify::Error::generic("queue overflow")));
         assert!(b.overflow);
+    }
+
+    #[test]
+    fn a_rename_of_unknown_side_is_told_by_what_is_there() {
+        let dir = std::env::temp_dir().join(format!("seamd-feed-rename-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("to"), "x").unwrap();
+        let mut b = Burst::default();
+        let name = EventKind::Modify(ModifyKind::Name(RenameMode::Any));
+        b.add(&dir, Ok(notify::Event::new(name).add_path(dir.join("from"))));
+        b.add(&dir, Ok(notify::Event::new(name).add_path(dir.join("to"))));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(b.changes, vec![(Kind::Remove, PathBuf::from("from")), (Kind::Create, PathBuf::from("to"))]);
     }
 }

@@ -2,10 +2,10 @@
 //! a path, reads are bounded, and changes inside a git dir go through that dir's own fd by single
 //! names, so nothing the box renames mid-way can redirect them.
 
-use std::ffi::{CStr, CString, OsStr, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::io::Write;
-use std::os::fd::{AsRawFd, IntoRawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use seamfs::lower::Lower;
@@ -106,34 +106,10 @@ pub fn read_regular(l: &Lower, rel: &Path) -> Result<Option<(Vec<u8>, libc::stat
 /// names must not cost seamd unbounded memory and time every pass.
 pub const MAX_NAMES: usize = 100_000;
 
-/// The names in directory `rel` under `l` (without `.` and `..`); an error past [`MAX_NAMES`].
+/// The names in directory `rel` under `l` (without `.` and `..`), sorted; an error past
+/// [`MAX_NAMES`].
 pub fn list(l: &Lower, rel: &Path) -> std::io::Result<Vec<OsString>> {
-    let fd = l.open_at(&c(rel), libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
-    // SAFETY: fdopendir takes ownership of a valid directory fd; closedir below releases it.
-    let dir = unsafe { libc::fdopendir(fd.into_raw_fd()) };
-    if dir.is_null() {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut names = Vec::new();
-    loop {
-        // SAFETY: `dir` is a valid DIR*; readdir returns null at the end.
-        let ent = unsafe { libc::readdir(dir) };
-        if ent.is_null() {
-            break;
-        }
-        // SAFETY: d_name is a NUL-terminated name inside the entry readdir returned.
-        let name = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) }.to_bytes();
-        if name != b"." && name != b".." {
-            names.push(OsString::from_vec(name.to_vec()));
-        }
-        if names.len() > MAX_NAMES {
-            // SAFETY: `dir` came from fdopendir and is closed once.
-            unsafe { libc::closedir(dir) };
-            return Err(std::io::Error::other(format!("more than {MAX_NAMES} names: not listed further")));
-        }
-    }
-    // SAFETY: `dir` came from fdopendir and is closed once.
-    unsafe { libc::closedir(dir) };
+    let mut names: Vec<OsString> = l.list_at_most(&c(rel), MAX_NAMES)?.into_iter().map(|(n, _)| n).collect();
     names.sort();
     Ok(names)
 }

@@ -167,7 +167,9 @@ impl Install<'_> {
             return self.prune(name, Verdict::Stale("no shared index".into()));
         };
         let owner = (unsafe { libc::geteuid() } == 0).then_some((st.st_uid, st.st_gid));
-        let mode = st.st_mode & 0o777;
+        // The cast is for macOS, whose st_mode is a u16.
+        #[allow(clippy::unnecessary_cast)]
+        let mode = (st.st_mode & 0o777) as u32;
         let Some(lock) = LockFile::take(&g.dir, &g.rel, INDEX, mode, owner)? else {
             return Ok(Verdict::Later(format!(
                 "index.lock is held: by a host git (seamd waits), or left by a crash, which blocks host git too: if no git runs, remove it: rm -- {}",

@@ -21,10 +21,10 @@
 //! - [`quote`]: box-chosen names made safe to print (shell words, one-line messages).
 //!
 //! # Limitations
-//! - Built and tested on Linux only. Its path resolution has the macOS path (the
-//!   `portable-resolver` feature runs the whole suite on it), but a macOS build of seamd and
-//!   the seamfs crate has not been made: Linux-only flags (`O_PATH`, `O_DIRECT`, `O_TMPFILE`),
-//!   `statx`, `renameat2` with flags and `/proc` are still named outside the resolver.
+//! - Builds for macOS (seamfs without its `fuse` feature, ADR 0023; checked for
+//!   `x86_64-apple-darwin` in CI when the target is installed) but is tested on Linux only,
+//!   where the `portable-resolver` feature runs the whole suite on macOS's path resolution.
+//!   vsock feeds are Linux-only.
 //! - Submodule git dirs (`.git/modules/<n>`) are not served.
 //! - A reftable repository's HEAD never resolves as data: its proposals are pruned as stale.
 #![deny(missing_docs)]

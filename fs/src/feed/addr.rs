@@ -3,7 +3,9 @@
 //! writes to the third; seamfs connects to the first two and reads the third.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
+#[cfg(target_os = "linux")]
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -69,56 +71,80 @@ pub fn connect(addr: &FeedAddr) -> io::Result<OwnedFd> {
     }
 }
 
-#[cfg(target_os = "linux")]
-fn vsock_socket() -> io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the fd is owned at once.
-    let fd = unsafe { libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh socket we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(target_os = "linux")]
-fn vsock_addr(cid: u32, port: u32) -> libc::sockaddr_vm {
-    // SAFETY: sockaddr_vm is plain data.
-    let mut a: libc::sockaddr_vm = unsafe { std::mem::zeroed() };
-    a.svm_family = libc::AF_VSOCK as libc::sa_family_t;
-    a.svm_cid = cid;
-    a.svm_port = port;
-    a
-}
-
-#[cfg(target_os = "linux")]
-fn vsock_connect(cid: u32, port: u32) -> io::Result<OwnedFd> {
-    let s = vsock_socket()?;
-    let a = vsock_addr(cid, port);
-    // SAFETY: valid socket and address of the stated size.
-    let r = unsafe { libc::connect(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, std::mem::size_of_val(&a) as u32) };
-    if r < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(s)
-}
-
 /// A listening vsock socket (seamd's side).
-#[cfg(target_os = "linux")]
 pub fn vsock_listen(cid: u32, port: u32) -> io::Result<OwnedFd> {
-    let s = vsock_socket()?;
-    let a = vsock_addr(cid, port);
-    // SAFETY: valid socket and address of the stated size.
-    let r = unsafe { libc::bind(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, std::mem::size_of_val(&a) as u32) };
-    // SAFETY: valid socket.
-    if r < 0 || unsafe { libc::listen(s.as_raw_fd(), 16) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(s)
+    vsock::listen(cid, port)
 }
 
+fn vsock_connect(cid: u32, port: u32) -> io::Result<OwnedFd> {
+    vsock::connect(cid, port)
+}
+
+/// AF_VSOCK, Linux's host-guest socket.
+#[cfg(target_os = "linux")]
+mod vsock {
+    use super::*;
+
+    fn socket() -> io::Result<OwnedFd> {
+        // SAFETY: plain socket(2); the fd is owned at once.
+        let fd = unsafe { libc::socket(libc::AF_VSOCK, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh socket we own.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    fn addr(cid: u32, port: u32) -> libc::sockaddr_vm {
+        // SAFETY: sockaddr_vm is plain data.
+        let mut a: libc::sockaddr_vm = unsafe { std::mem::zeroed() };
+        a.svm_family = libc::AF_VSOCK as libc::sa_family_t;
+        a.svm_cid = cid;
+        a.svm_port = port;
+        a
+    }
+
+    pub(super) fn connect(cid: u32, port: u32) -> io::Result<OwnedFd> {
+        let s = socket()?;
+        let a = addr(cid, port);
+        // SAFETY: valid socket and address of the stated size.
+        let r = unsafe { libc::connect(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, std::mem::size_of_val(&a) as u32) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(s)
+    }
+
+    pub(super) fn listen(cid: u32, port: u32) -> io::Result<OwnedFd> {
+        let s = socket()?;
+        let a = addr(cid, port);
+        // SAFETY: valid socket and address of the stated size.
+        let r = unsafe { libc::bind(s.as_raw_fd(), &a as *const _ as *const libc::sockaddr, std::mem::size_of_val(&a) as u32) };
+        // SAFETY: valid socket.
+        if r < 0 || unsafe { libc::listen(s.as_raw_fd(), 16) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(s)
+    }
+}
+
+/// No AF_VSOCK off Linux (a macOS host reaches a box over a unix socket its VM exposes, or a
+/// serial device): said plainly, so `--feed vsock:...` fails at start, not later.
 #[cfg(not(target_os = "linux"))]
-fn vsock_connect(_: u32, _: u32) -> io::Result<OwnedFd> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "vsock is Linux-only"))
+mod vsock {
+    use super::*;
+
+    fn unsupported(cid: u32, port: u32) -> io::Error {
+        io::Error::new(io::ErrorKind::Unsupported, format!("vsock:{cid}:{port}: vsock is not available on this host"))
+    }
+
+    pub(super) fn connect(cid: u32, port: u32) -> io::Result<OwnedFd> {
+        Err(unsupported(cid, port))
+    }
+
+    pub(super) fn listen(cid: u32, port: u32) -> io::Result<OwnedFd> {
+        Err(unsupported(cid, port))
+    }
 }
 
 /// Waits up to `timeout` for `fd` to be readable; false on timeout.

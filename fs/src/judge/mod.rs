@@ -7,13 +7,20 @@
 //! - [`tracker`]: what each box process saw when it started (HEAD, the branch, refs it touched,
 //!   operation state) and what it last read of `config` and `packed-refs`.
 //! - [`verdict`]: the pure decision for a rename of `<name>.lock` onto `<name>`.
+//!
+//! Only [`verdict`] is shared with seamd (its list of operation-state names); the rest reads
+//! box processes from `/proc` and lives in the mount (feature `fuse`).
 
+#[cfg(feature = "fuse")]
 pub mod locks;
+#[cfg(feature = "fuse")]
 pub mod procs;
+#[cfg(feature = "fuse")]
 pub mod tracker;
 pub mod verdict;
 
 /// The shared state the judging needs, kept beside the core and used by its reaper thread.
+#[cfg(feature = "fuse")]
 #[derive(Debug, Default)]
 pub struct Judge {
     /// What each box process saw.
@@ -24,6 +31,7 @@ pub struct Judge {
     reported: dashmap::DashMap<String, ()>,
 }
 
+#[cfg(feature = "fuse")]
 impl Judge {
     /// True the first time `key` is reported.
     pub fn first_time(&self, key: String) -> bool {

@@ -263,11 +263,15 @@ fn seamd_log_escapes_hostile_names() {
     assert!(!log.lines().any(|l| l.starts_with("seamd: forged line")), "a forged log line:\n{log}");
 }
 
-/// `renameat2(RENAME_EXCHANGE)` of two paths.
+/// An atomic swap of two paths: `renameat2(RENAME_EXCHANGE)`, on macOS `renamex_np(RENAME_SWAP)`.
 fn exchange(a: &Path, b: &Path) {
     let (ca, cb) = (CString::new(a.as_os_str().as_encoded_bytes()).expect("no NUL"), CString::new(b.as_os_str().as_encoded_bytes()).expect("no NUL"));
     // SAFETY: valid C strings.
+    #[cfg(target_os = "linux")]
     let r = unsafe { libc::renameat2(libc::AT_FDCWD, ca.as_ptr(), libc::AT_FDCWD, cb.as_ptr(), libc::RENAME_EXCHANGE) };
+    // SAFETY: valid C strings.
+    #[cfg(target_os = "macos")]
+    let r = unsafe { libc::renamex_np(ca.as_ptr(), cb.as_ptr(), libc::RENAME_SWAP) };
     assert_eq!(r, 0, "exchange {} and {}: {}", a.display(), b.display(), std::io::Error::last_os_error());
 }
 
