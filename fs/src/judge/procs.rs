@@ -48,8 +48,13 @@ impl Proc {
     /// The process behind a request's pid (a thread id: a lock taken by a worker thread
     /// belongs to its process), now.
     pub fn of(tid: u32) -> Proc {
+        if let Some(p) = recent::get(tid) {
+            return p;
+        }
         let pid = tgid(tid).unwrap_or(tid);
-        Proc { pid, start: start_time(pid).unwrap_or(0) }
+        let p = Proc { pid, start: start_time(pid).unwrap_or(0) };
+        recent::put(tid, p);
+        p
     }
 
     /// The parent of the process behind a request's pid: a git hook asking about the lock its
@@ -88,6 +93,35 @@ impl Proc {
         tasks.filter_map(|t| t.ok()).filter(|t| t.file_name().to_str() != Some(&self.pid.to_string())).any(|t| {
             std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(state_and_start).is_some_and(|(s, _)| s != "Z" && s != "X")
         })
+    }
+}
+
+/// Callers named a moment ago: git makes dozens of requests in a few milliseconds, and each
+/// guard used to read two `/proc` files to name the caller again. A thread id cannot name another
+/// task within [`recent::WINDOW`]: pids are handed out cyclically, so reuse needs the whole pid
+/// space to wrap first.
+mod recent {
+    use super::Proc;
+    use parking_lot::Mutex;
+    use std::time::{Duration, Instant};
+
+    pub const WINDOW: Duration = Duration::from_millis(50);
+    const MAX: usize = 64;
+    static SEEN: Mutex<Vec<(u32, Proc, Instant)>> = Mutex::new(Vec::new());
+
+    pub fn get(tid: u32) -> Option<Proc> {
+        let now = Instant::now();
+        SEEN.lock().iter().find(|(t, _, at)| *t == tid && now.duration_since(*at) < WINDOW).map(|(_, p, _)| *p)
+    }
+
+    pub fn put(tid: u32, p: Proc) {
+        let now = Instant::now();
+        let mut seen = SEEN.lock();
+        seen.retain(|(t, _, at)| *t != tid && now.duration_since(*at) < WINDOW);
+        if seen.len() >= MAX {
+            seen.remove(0);
+        }
+        seen.push((tid, p, now));
     }
 }
 
