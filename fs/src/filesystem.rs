@@ -83,6 +83,7 @@ impl<L: Layer> Core<L> {
 
     fn reply_opened(&self, reply: ReplyOpen, o: Opened) {
         let s = self.settle(o, |fd| reply.open_backing(fd));
+        tracing::debug!(fh = s.fh.0, flags = ?s.flags, passthrough = s.backing.is_some(), "opened");
         match &s.backing {
             Some(id) => reply.opened_passthrough(s.fh, s.flags, id),
             None => reply.opened(s.fh, s.flags),
