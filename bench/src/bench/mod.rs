@@ -9,7 +9,7 @@
 //! - `report`, `svg`: report.md, report.json, ratios.svg.
 
 pub mod gen;
-mod layers;
+pub(crate) mod layers;
 mod peers;
 mod procfs;
 mod report;

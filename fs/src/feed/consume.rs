@@ -15,10 +15,14 @@ use super::proto::{Kind, Message, DEAD_AFTER};
 use super::FeedLive;
 use crate::core::Shared;
 use crate::gitdata::cpath;
+use crate::inode::ROOT;
 use crate::lower::statx_cached;
 
 /// How long to wait between connection attempts.
 const RETRY: Duration = Duration::from_secs(1);
+
+/// Longer than a worker takes from reading the feed's state to sending its reply.
+const IN_FLIGHT: Duration = Duration::from_millis(100);
 
 /// The consumer's parts.
 pub struct Consumer {
@@ -110,16 +114,26 @@ impl Consumer {
 
     fn down(&self, why: String) {
         if self.live.set(false) {
-            let n = self.invalidate_all();
+            let mut n = self.invalidate_all();
+            // A reply already computed while the feed was live may reach the kernel after the
+            // pass above, carrying FEED_TTL: a second pass once such replies are out catches it.
+            std::thread::sleep(IN_FLIGHT);
+            n += self.invalidate_all();
             warn!(feed = %self.addr, why = %why, entries = n, "change feed down: the work tree is back on the share's TTLs (everything cached on the feed's word invalidated)");
         }
     }
 
-    /// Drops every work-tree entry and attribute the kernel may hold; returns how many.
+    /// Drops every work-tree entry and attribute the kernel may hold (and the listings kept
+    /// for as long as those entries), the root's own attributes too; returns how many nodes.
+    /// Negative entries are never given FEED_TTL, so they expire on the share's TTL by themselves.
     fn invalidate_all(&self) -> usize {
         let nodes = self.shared.work_tree_nodes();
+        self.shared.forget_listing(ROOT);
+        let _ = self.notifier.inval_inode(INodeNo(ROOT), -1, 0);
         for (id, parent, name) in &nodes {
             self.shared.forget_listing(*parent);
+            // A directory's own listing too, when none of its names is known (an empty one).
+            self.shared.forget_listing(*id);
             let _ = self.notifier.inval_entry(INodeNo(*parent), name);
             let _ = self.notifier.inval_inode(INodeNo(*id), -1, 0);
         }
