@@ -413,3 +413,25 @@ fn a_host_edit_right_after_the_box_s_own_is_seen_within_the_share_ttl() {
     assert!(t.is_some(), "a host edit inside the echo window stayed stale (the kernel's copy must still be dropped)");
     assert_eq!(read(&f).as_deref(), Some("host, right after\n"));
 }
+
+/// `seam-lab feed` (the feed's measurements) on a few edits: every target reports, the feed's
+/// target misses nothing, and a box watcher on the raw share or on seamfs without the feed hears
+/// of no host change (figures only: no latency is asserted).
+#[test]
+fn seam_lab_feed_reports_the_three_targets() {
+    let r = seam_tests::run::run(Command::new(seam_tests::bins::seam_lab()).args(["feed", "latency", "--edits", "8", "--gap-ms", "10", "--json"]));
+    assert_eq!(r.code(), Some(0), "seam-lab feed latency did not run:\n{r}");
+    let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{r}"));
+    for t in ["share", "seamfs", "seamfs-feed"] {
+        let all = &j["latency"]["targets"][t]["all"];
+        assert_eq!(all["n"], 8, "{t}: {all}");
+        assert_eq!(all["missed"], 0, "{t} never showed some host edits (within 5 s): {all}");
+    }
+    let r = seam_tests::run::run(Command::new(seam_tests::bins::seam_lab()).args(["feed", "watch", "--changes", "3", "--gap-ms", "10", "--json"]));
+    assert_eq!(r.code(), Some(0), "seam-lab feed watch did not run:\n{r}");
+    let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{r}"));
+    let missed = |t: &str| j["watch"]["targets"][t]["all"]["missed"].as_u64().unwrap_or_else(|| panic!("no watch figures for {t}: {j}"));
+    println!("box watcher misses of 12 host changes: share {}, seamfs {}, seamfs-feed {}", missed("share"), missed("seamfs"), missed("seamfs-feed"));
+    assert_eq!(missed("seamfs-feed"), 0, "the feed's watcher missed host changes: {}", j["watch"]);
+    assert_eq!((missed("share"), missed("seamfs")), (12, 12), "without the feed a box watcher should hear of no host change: {}", j["watch"]);
+}
