@@ -10,6 +10,7 @@ use fuser::{INodeNo, Notifier};
 use tracing::{info, warn};
 
 use super::addr::{connect, FeedAddr};
+use super::again::Again;
 use super::lines::{LineReader, Next};
 use super::proto::{Kind, Message, DEAD_AFTER};
 use super::FeedLive;
@@ -21,7 +22,8 @@ use crate::lower::statx_cached;
 /// How long to wait between connection attempts.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Longer than a worker takes from reading the feed's state to sending its reply.
+/// Longer than a worker takes from reading the lower (or the feed's state) to sending its
+/// reply: invalidations are made again this long after (`again`).
 const IN_FLIGHT: Duration = Duration::from_millis(100);
 
 /// The consumer's parts.
@@ -69,7 +71,10 @@ impl Consumer {
     fn session(&self, mut r: LineReader) -> String {
         let mut next_seq: Option<u64> = None;
         let mut said_bad = false;
+        let mut again = Again::default();
         loop {
+            // Beats come every second, so a second pass is never more than about that late.
+            self.again(&mut again);
             let line = match r.next(DEAD_AFTER) {
                 Ok(Next::Line(l)) => l,
                 Ok(Next::TooLong) => {
@@ -97,12 +102,25 @@ impl Consumer {
             // A gap in the sequence is a lost message: as good as an overflow.
             if next_seq.is_some_and(|n| n != seq) || matches!(msg, Message::Overflow { .. }) {
                 let n = self.invalidate_all();
+                again.everything();
                 info!(feed = %self.addr, entries = n, "change feed lost messages: everything cached was invalidated");
             }
             next_seq = seq.checked_add(1);
             if let Message::Change { kind, path, .. } = msg {
-                self.apply(kind, &path);
+                self.apply(kind, &path, &mut again);
             }
+        }
+    }
+
+    /// The second invalidations that are due.
+    fn again(&self, again: &mut Again) {
+        let due = again.due(IN_FLIGHT);
+        if due.all {
+            self.invalidate_all();
+        }
+        for (parent, name) in &due.names {
+            self.shared.forget_listing(*parent);
+            let _ = self.notifier.inval_entry(INodeNo(*parent), name);
         }
     }
 
@@ -141,7 +159,7 @@ impl Consumer {
     }
 
     /// One changed name.
-    fn apply(&self, kind: Kind, rel: &Path) {
+    fn apply(&self, kind: Kind, rel: &Path, again: &mut Again) {
         let Some(name) = rel.file_name() else { return };
         let parent_rel = rel.parent().unwrap_or(Path::new(""));
         let parent = self.shared.node_of(parent_rel);
@@ -159,6 +177,10 @@ impl Consumer {
         if let Some(p) = parent {
             self.shared.forget_listing(p);
             let _ = self.notifier.inval_entry(INodeNo(p), name);
+            // An echo is the box's own change, which no lookup in flight can predate.
+            if !echo {
+                again.name(p, name);
+            }
         }
         if kind != Kind::Remove {
             if let Some(id) = node {

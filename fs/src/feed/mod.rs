@@ -7,6 +7,7 @@
 //! share's TTLs at once, everything cached on its word invalidated (ADR 0021).
 
 pub mod addr;
+mod again;
 pub mod consume;
 pub mod lines;
 pub mod proto;
