@@ -7,12 +7,14 @@
 //! - [`demo`]: `seam-lab demo`, host commits seen through the raw share and through seamfs.
 //! - [`race`]: `seam-lab race SCENARIO`, host and box actors racing, control beside seamfs.
 //! - [`bench`]: `seam-lab bench`, git's speed through seamfs against the raw share, native and peers.
+//! - [`feed`]: `seam-lab feed`, what the host change feed gives a box: latency, watchers, idle `git status`.
 //! - [`vm`]: `seam-lab vm`, the real box: the same races and benchmarks in a qemu guest over real
 //!   virtiofs and 9p.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod demo;
+pub mod feed;
 pub mod lab;
 pub mod race;
 pub mod share;

@@ -53,6 +53,9 @@ enum Cmd {
     Bench(seam_lab::bench::BenchArgs),
     /// Everyday git commands in fresh repositories, per command, through each layer.
     Small(seam_lab::bench::small::SmallArgs),
+    /// Measure the host change feed: host edit to box `stat`, to box inotify event, and `git
+    /// status` after an idle, on the raw share, seamfs, and seamfs with the feed.
+    Feed(seam_lab::feed::FeedArgs),
     /// The real box: races and benchmarks in a qemu guest over real virtiofs and 9p.
     Vm(vm_cli::VmArgs),
 }
@@ -195,8 +198,12 @@ struct RaceArgs {
     #[arg(long)]
     log_dir: Option<PathBuf>,
     /// Do not run seamd (the host daemon that installs deferred heals) for the seamfs target.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "feed")]
     no_seamd: bool,
+    /// Run the host change feed for the seamfs target: `seamd run --feed unix:…` and seamfs
+    /// mounted with `--feed` (the control, a share alone, has no feed to take).
+    #[arg(long)]
+    feed: bool,
 }
 
 fn main() {
@@ -206,6 +213,7 @@ fn main() {
         Cmd::BoxClient { client, step, repo, file } => Ok(run_box_client(client, &step, &repo, file.as_deref())),
         Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
         Cmd::Small(a) => Ok(seam_lab::bench::small::main(a)),
+        Cmd::Feed(a) => Ok(seam_lab::feed::main(a)),
         Cmd::Vm(a) => Ok(vm_cli::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),
         Cmd::Umount { mountpoint } => mount::unmount(&mountpoint).map(|()| exit::OK),
@@ -302,6 +310,7 @@ fn run_race(a: RaceArgs) -> i32 {
         json: a.json,
         log_dir: a.log_dir,
         seamd: !a.no_seamd,
+        feed: a.feed,
     };
     match seam_lab::race::run(&opts) {
         Ok(true) => exit::OK,

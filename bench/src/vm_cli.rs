@@ -25,6 +25,22 @@ enum VmCmd {
     Bench(VmBenchArgs),
     /// Count the FUSE requests seamfs gets for a box's everyday git commands in the guest.
     Counts(VmCountsArgs),
+    /// The change feed's latency in the guest: host creates and deletes seen by a guest `stat`
+    /// loop, on the raw share and through seamfs with the feed over the virtio-serial port.
+    Feed(VmFeedArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct VmFeedArgs {
+    /// Edits per layer (creates and deletes in turn).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(2..=10_000))]
+    edits: u64,
+    /// The share mode.
+    #[arg(long, default_value = "virtiofs")]
+    share: ShareMode,
+    /// The guest's virtual CPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=16))]
+    cpus: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -123,6 +139,10 @@ pub fn main(a: VmArgs) -> i32 {
         },
         VmCmd::Race(r) => race(r, cache),
         VmCmd::Bench(b) => bench(b, cache),
+        VmCmd::Feed(f) => {
+            let opts = seam_lab::vm::feed::VmFeedOptions { edits: f.edits as usize, mode: f.share, cache, cpus: f.cpus };
+            printed("vm feed", seam_lab::vm::feed::run(&opts))
+        }
         VmCmd::Counts(c) => {
             let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only };
             counts(c.share, &opts, &cache)

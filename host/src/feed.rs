@@ -27,6 +27,14 @@ pub const COALESCE: Duration = Duration::from_millis(5);
 /// A burst never holds more names than this; past it, an overflow is sent instead.
 const MAX_BURST: usize = 10_000;
 
+/// A test hook: the environment variable that lowers [`MAX_BURST`], so a test can force the
+/// overflow a burst of 10,000 names would cause (`0`: every burst overflows).
+pub const MAX_BURST_ENV: &str = "SEAMD_FEED_MAX_BURST";
+
+fn max_burst() -> usize {
+    std::env::var(MAX_BURST_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(MAX_BURST)
+}
+
 /// Where the lines go: every connected box.
 #[derive(Default)]
 struct Clients {
@@ -58,9 +66,13 @@ pub fn serve(checkout: &Path, addr: &FeedAddr, stop: &'static AtomicBool, log: i
         FeedAddr::Vsock { cid, port } => spawn_accept(seamfs::feed::addr::vsock_listen(*cid, *port)?, clients.clone(), stop)?,
     }
     log(&format!("change feed: watching {} for {addr}", root.display()));
+    let max = max_burst();
+    if max != MAX_BURST {
+        log(&format!("change feed: bursts of more than {max} names overflow ({MAX_BURST_ENV})"));
+    }
     std::thread::Builder::new().name("seamd-feed".into()).spawn(move || {
         let _keep = watcher;
-        send_loop(&root, &rx, &clients, stop, &*log);
+        send_loop(&root, &rx, &clients, stop, max, &*log);
     })?;
     Ok(())
 }
@@ -94,11 +106,11 @@ fn set_send_timeout(fd: &File, t: Duration) {
     }
 }
 
-fn send_loop(root: &Path, rx: &Receiver<notify::Result<notify::Event>>, clients: &Mutex<Clients>, stop: &AtomicBool, log: &dyn Fn(&str)) {
+fn send_loop(root: &Path, rx: &Receiver<notify::Result<notify::Event>>, clients: &Mutex<Clients>, stop: &AtomicBool, max: usize, log: &dyn Fn(&str)) {
     let mut seq: u64 = 0;
     let mut last_sent = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        let mut burst = Burst::default();
+        let mut burst = Burst::new(max);
         match rx.recv_timeout(BEAT_EVERY.saturating_sub(last_sent.elapsed())) {
             Ok(ev) => burst.add(root, ev),
             Err(RecvTimeoutError::Timeout) => {}
@@ -151,14 +163,19 @@ fn broadcast(clients: &Mutex<Clients>, lines: &[u8]) {
 }
 
 /// One burst of watcher events: distinct (kind, name) pairs in order of first sight.
-#[derive(Default)]
 struct Burst {
     changes: Vec<(Kind, PathBuf)>,
     seen: BTreeSet<(u8, PathBuf)>,
     overflow: bool,
+    /// More names than this and the burst is an overflow.
+    max: usize,
 }
 
 impl Burst {
+    fn new(max: usize) -> Burst {
+        Burst { changes: Vec::new(), seen: BTreeSet::new(), overflow: false, max }
+    }
+
     fn add(&mut self, root: &Path, ev: notify::Result<notify::Event>) {
         let ev = match ev {
             Ok(ev) if !ev.need_rescan() => ev,
@@ -185,7 +202,7 @@ impl Burst {
                 }
             }
         }
-        if self.changes.len() > MAX_BURST {
+        if self.changes.len() > self.max {
             self.overflow = true;
             self.changes.clear();
         }
@@ -235,7 +252,7 @@ mod tests {
     #[test]
     fn bursts_coalesce() {
         let root = Path::new("/c");
-        let mut b = Burst::default();
+        let mut b = Burst::new(MAX_BURST);
         let ev = |k, p: &str| Ok(notify::Event::new(k).add_path(PathBuf::from(p)));
         b.add(root, ev(EventKind::Modify(ModifyKind::Any), "/c/a"));
         b.add(root, ev(EventKind::Modify(ModifyKind::Any), "/c/a"));
@@ -250,11 +267,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("seamd-feed-rename-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("to"), "x").unwrap();
-        let mut b = Burst::default();
+        let mut b = Burst::new(MAX_BURST);
         let name = EventKind::Modify(ModifyKind::Name(RenameMode::Any));
         b.add(&dir, Ok(notify::Event::new(name).add_path(dir.join("from"))));
         b.add(&dir, Ok(notify::Event::new(name).add_path(dir.join("to"))));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(b.changes, vec![(Kind::Remove, PathBuf::from("from")), (Kind::Create, PathBuf::from("to"))]);
+    }
+
+    #[test]
+    fn a_burst_past_its_bound_is_an_overflow_and_carries_no_names() {
+        let root = Path::new("/c");
+        let mut b = Burst::new(2);
+        for p in ["/c/a", "/c/b"] {
+            b.add(root, Ok(notify::Event::new(EventKind::Create(notify::event::CreateKind::File)).add_path(PathBuf::from(p))));
+        }
+        assert!(!b.overflow, "two names fit");
+        b.add(root, Ok(notify::Event::new(EventKind::Create(notify::event::CreateKind::File)).add_path(PathBuf::from("/c/x"))));
+        assert!(b.overflow && b.changes.is_empty(), "a third overflows, and no half of the burst is sent");
     }
 }

@@ -186,10 +186,11 @@ fn mkdir(base: &Path, name: &str) -> Result<PathBuf, LabError> {
 /// so the index stays valid apart from inode numbers), but hard links for `.git/objects`: object
 /// files are immutable (git writes new ones by rename and never edits one), and linking them
 /// halves the time to make and to delete each copy.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), LabError> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), LabError> {
     let git_from = from.join(".git");
     let git_to = to.join(".git");
-    std::fs::create_dir(to).map_err(|e| LabError::new("create dir", to, e))?;
+    // `to` may exist (empty): the feed bench copies into a stage's own host dir.
+    std::fs::create_dir_all(to).map_err(|e| LabError::new("create dir", to, e))?;
     std::fs::create_dir(&git_to).map_err(|e| LabError::new("create dir", &git_to, e))?;
     cp(&["-a"], &children(from, ".git")?, to)?;
     cp(&["-a"], &children(&git_from, "objects")?, &git_to)?;

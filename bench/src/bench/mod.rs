@@ -10,7 +10,7 @@
 //! - [`small`]: `seam-lab small`, everyday commands in fresh repositories, per command.
 
 pub mod gen;
-mod layers;
+pub(crate) mod layers;
 mod peers;
 mod procfs;
 mod report;

@@ -147,6 +147,8 @@ pub struct RaceOptions {
     pub log_dir: Option<PathBuf>,
     /// Run seamd on the host side of the seamfs target.
     pub seamd: bool,
+    /// Run the change feed for the seamfs target (seamd `--feed`, seamfs `--feed`).
+    pub feed: bool,
 }
 
 /// What a scenario's run function gets.
@@ -198,7 +200,7 @@ pub fn run_report(opts: &RaceOptions) -> Result<RaceReport, LabError> {
     if opts.targets.contains(&Target::Seamfs) {
         seamfs_bin()?;
     }
-    let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd };
+    let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd, feed: opts.feed };
     let params = Params { duration: opts.duration, ops: opts.ops, host_period: opts.host_period, seed: opts.seed, ttl: opts.ttl };
     let mut runs = Vec::new();
     for &target in &opts.targets {
@@ -237,7 +239,8 @@ fn describe(opts: &RaceOptions) -> Vec<(String, String)> {
     }
     p.push(("seed".into(), opts.seed.to_string()));
     if opts.targets.contains(&Target::Seamfs) {
-        p.push(("seamd".into(), if opts.seamd { "on" } else { "off" }.into()));
+        p.push(("seamd".into(), if opts.seamd || opts.feed { "on" } else { "off" }.into()));
+        p.push(("feed".into(), if opts.feed { "on" } else { "off" }.into()));
     }
     p
 }

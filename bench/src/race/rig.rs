@@ -29,6 +29,9 @@ pub struct ShareSetup {
     pub seed: u64,
     /// Run seamd on the host side of the seamfs target.
     pub seamd: bool,
+    /// Run the host change feed for the seamfs target: seamd with `--feed unix:…` (so seamd
+    /// runs whatever `seamd` says) and seamfs mounted with `--feed` (ADR 0021).
+    pub feed: bool,
 }
 
 impl ShareSetup {
@@ -107,16 +110,39 @@ impl Rig {
         if target == Target::Seamfs {
             let top = subdir(root, "seamfs")?;
             let log = logs.join("seamfs.log");
-            mount_seamfs_with(&share_mnt, &top, &["--log".to_string(), log.display().to_string()])?;
+            let feed = format!("unix:{}", root.join("feed.sock").display());
+            let mut args = vec!["--log".to_string(), log.display().to_string()];
+            if share.feed {
+                args.extend(["--feed".to_string(), feed.clone()]);
+            }
+            // seamfs first: it connects to the feed (again every second) once seamd listens.
+            mount_seamfs_with(&share_mnt, &top, &args)?;
             rig.mounts.insert(0, top.clone());
             rig.boxed = BoxShell::Local(top.clone());
             rig.box_dir = top;
-            rig.seamfs_log = Some(log);
-            if share.seamd {
-                rig.seamd = Some(start_seamd(&rig.host, &logs.join("seamd.log"), &[])?);
+            rig.seamfs_log = Some(log.clone());
+            if share.seamd || share.feed {
+                let extra = if share.feed { vec!["--feed".to_string(), feed] } else { Vec::new() };
+                match start_seamd(&rig.host, &logs.join("seamd.log"), &extra) {
+                    Ok(c) => rig.seamd = Some(c),
+                    Err(e) => return Err(rig.abandon(e)),
+                }
+            }
+            if share.feed {
+                if let Err(e) = wait_for_log(&log, "change feed live", FEED_UP) {
+                    return Err(rig.abandon(e));
+                }
             }
         }
         Ok((rig, setup))
+    }
+
+    /// Tears a half-built stage down and hands back the error that stopped it.
+    fn abandon(self, e: LabError) -> LabError {
+        if let Err(t) = self.teardown() {
+            eprintln!("seam-lab: tearing down after `{e}` also failed: {t}");
+        }
+        e
     }
 
     /// A stage in a booted guest: `host` is the backing checkout on this machine, `guest_dir` the
@@ -197,6 +223,25 @@ impl Rig {
             }
         }
         Ok(())
+    }
+}
+
+/// How long seamfs may take to connect to seamd's feed (it retries every second).
+const FEED_UP: Duration = Duration::from_secs(15);
+
+/// Waits until `log` contains `what`.
+pub(crate) fn wait_for_log(log: &Path, what: &str, within: Duration) -> Result<(), LabError> {
+    let deadline = Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(what) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            return Err(LabError::new(format!("wait for `{what}` in seamfs's log"), log, format!("not there after {} s; it ends: {}", within.as_secs(), tail.join(" | "))));
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -154,7 +154,7 @@ fn run_mode(opts: &VmBenchOptions, mode: ShareMode, repo: &Path) -> Result<Sampl
 }
 
 /// Waits (up to 30 s) for the guest's seamfs to log that the change feed is live.
-fn wait_feed_live(g: &Guest) -> Result<(), LabError> {
+pub(crate) fn wait_feed_live(g: &Guest) -> Result<(), LabError> {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let r = g.sh("grep -c 'change feed live' /tmp/seamfs-bench.log")?;

@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod counts;
+pub mod feed;
 pub mod cpio;
 pub mod guest;
 pub mod initramfs;

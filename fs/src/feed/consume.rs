@@ -10,15 +10,21 @@ use fuser::{INodeNo, Notifier};
 use tracing::{info, warn};
 
 use super::addr::{connect, FeedAddr};
+use super::again::Again;
 use super::lines::{LineReader, Next};
 use super::proto::{Kind, Message, DEAD_AFTER};
 use super::FeedLive;
 use crate::core::Shared;
 use crate::gitdata::cpath;
+use crate::inode::ROOT;
 use crate::lower::statx_cached;
 
 /// How long to wait between connection attempts.
 const RETRY: Duration = Duration::from_secs(1);
+
+/// Longer than a worker takes from reading the lower (or the feed's state) to sending its
+/// reply: invalidations are made again this long after (`again`).
+const IN_FLIGHT: Duration = Duration::from_millis(100);
 
 /// The consumer's parts.
 pub struct Consumer {
@@ -65,7 +71,10 @@ impl Consumer {
     fn session(&self, mut r: LineReader) -> String {
         let mut next_seq: Option<u64> = None;
         let mut said_bad = false;
+        let mut again = Again::default();
         loop {
+            // Beats come every second, so a second pass is never more than about that late.
+            self.again(&mut again);
             let line = match r.next(DEAD_AFTER) {
                 Ok(Next::Line(l)) => l,
                 Ok(Next::TooLong) => {
@@ -93,12 +102,25 @@ impl Consumer {
             // A gap in the sequence is a lost message: as good as an overflow.
             if next_seq.is_some_and(|n| n != seq) || matches!(msg, Message::Overflow { .. }) {
                 let n = self.invalidate_all();
+                again.everything();
                 info!(feed = %self.addr, entries = n, "change feed lost messages: everything cached was invalidated");
             }
             next_seq = seq.checked_add(1);
             if let Message::Change { kind, path, .. } = msg {
-                self.apply(kind, &path);
+                self.apply(kind, &path, &mut again);
             }
+        }
+    }
+
+    /// The second invalidations that are due.
+    fn again(&self, again: &mut Again) {
+        let due = again.due(IN_FLIGHT);
+        if due.all {
+            self.invalidate_all();
+        }
+        for (parent, name) in &due.names {
+            self.shared.forget_listing(*parent);
+            let _ = self.notifier.inval_entry(INodeNo(*parent), name);
         }
     }
 
@@ -110,16 +132,26 @@ impl Consumer {
 
     fn down(&self, why: String) {
         if self.live.set(false) {
-            let n = self.invalidate_all();
+            let mut n = self.invalidate_all();
+            // A reply already computed while the feed was live may reach the kernel after the
+            // pass above, carrying FEED_TTL: a second pass once such replies are out catches it.
+            std::thread::sleep(IN_FLIGHT);
+            n += self.invalidate_all();
             warn!(feed = %self.addr, why = %why, entries = n, "change feed down: the work tree is back on the share's TTLs (everything cached on the feed's word invalidated)");
         }
     }
 
-    /// Drops every work-tree entry and attribute the kernel may hold; returns how many.
+    /// Drops every work-tree entry and attribute the kernel may hold (and the listings kept
+    /// for as long as those entries), the root's own attributes too; returns how many nodes.
+    /// Negative entries are never given FEED_TTL, so they expire on the share's TTL by themselves.
     fn invalidate_all(&self) -> usize {
         let nodes = self.shared.work_tree_nodes();
+        self.shared.forget_listing(ROOT);
+        let _ = self.notifier.inval_inode(INodeNo(ROOT), -1, 0);
         for (id, parent, name) in &nodes {
             self.shared.forget_listing(*parent);
+            // A directory's own listing too, when none of its names is known (an empty one).
+            self.shared.forget_listing(*id);
             let _ = self.notifier.inval_entry(INodeNo(*parent), name);
             let _ = self.notifier.inval_inode(INodeNo(*id), -1, 0);
         }
@@ -127,7 +159,7 @@ impl Consumer {
     }
 
     /// One changed name.
-    fn apply(&self, kind: Kind, rel: &Path) {
+    fn apply(&self, kind: Kind, rel: &Path, again: &mut Again) {
         let Some(name) = rel.file_name() else { return };
         let parent_rel = rel.parent().unwrap_or(Path::new(""));
         let parent = self.shared.node_of(parent_rel);
@@ -145,6 +177,10 @@ impl Consumer {
         if let Some(p) = parent {
             self.shared.forget_listing(p);
             let _ = self.notifier.inval_entry(INodeNo(p), name);
+            // An echo is the box's own change, which no lookup in flight can predate.
+            if !echo {
+                again.name(p, name);
+            }
         }
         if kind != Kind::Remove {
             if let Some(id) = node {

@@ -11,6 +11,8 @@
 
 pub mod addr;
 #[cfg(feature = "fuse")]
+mod again;
+#[cfg(feature = "fuse")]
 pub mod consume;
 #[cfg(feature = "fuse")]
 pub mod lines;

@@ -7,8 +7,13 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-/// How long the kernel may keep work-tree entries and attributes while the feed is live.
-pub const FEED_TTL: Duration = Duration::from_secs(60);
+/// How long the kernel may keep work-tree entries and attributes while the feed is live. Long,
+/// so a box tool coming back after a coffee break (`git status` after 60 s idle) finds the tree
+/// still cached: the feed, not the clock, keeps these names fresh, and a feed that goes down or
+/// loses messages invalidates every one of them at once (`consume::Consumer::invalidate_all`),
+/// so the length of this TTL is never how long a stale read can last. Negative entries are not
+/// given it (ADR 0021).
+pub const FEED_TTL: Duration = Duration::from_secs(3600);
 
 /// Whether the feed is live: the policy table reads it on every reply.
 #[derive(Debug, Default)]

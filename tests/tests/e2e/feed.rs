@@ -22,12 +22,14 @@ struct Seamd {
 }
 
 impl Seamd {
-    /// Makes `checkout` a git checkout (seamd refuses anything else), then starts seamd on it.
-    fn start(checkout: &Path, sock: &Path) -> Seamd {
+    /// Makes `checkout` a git checkout (seamd refuses anything else), then starts seamd on it
+    /// with `env` added to its environment.
+    fn start(checkout: &Path, sock: &Path, env: &[(&str, &str)]) -> Seamd {
         if !checkout.join(".git").exists() {
             seam_tests::Git::new().run(checkout, &["init", "-q"]);
         }
         let child = Command::new(seam_tests::bins::bin("seamd"))
+            .envs(env.iter().copied())
             .arg("run")
             .arg(checkout)
             .arg("--feed")
@@ -68,13 +70,20 @@ impl Rig {
     }
 
     fn with_ttl(feed: bool, ttl: &str) -> Rig {
+        Rig::build(feed, ttl, &[], |b| {
+            std::fs::create_dir(b.join("src")).unwrap();
+            std::fs::write(b.join("src/a.txt"), "one\n").unwrap();
+        })
+    }
+
+    /// `prepare` fills the backing dir before anything runs on it; `seamd_env` is seamd's.
+    fn build(feed: bool, ttl: &str, seamd_env: &[(&str, &str)], prepare: impl FnOnce(&Path)) -> Rig {
         let backing = TempDir::new("feed-backing");
         let mnt = TempDir::new("feed-mnt");
         let sock_dir = TempDir::new("feed-sock");
-        std::fs::create_dir(backing.join("src")).unwrap();
-        std::fs::write(backing.join("src/a.txt"), "one\n").unwrap();
+        prepare(backing.path());
         let sock = sock_dir.join("feed.sock");
-        let seamd = feed.then(|| Seamd::start(backing.path(), &sock));
+        let seamd = feed.then(|| Seamd::start(backing.path(), &sock, seamd_env));
         let feed_arg = format!("unix:{}", sock.display());
         let mut extra = vec!["--ttl", ttl];
         if feed {
@@ -279,6 +288,88 @@ fn a_feed_that_dies_puts_the_work_tree_back_on_the_share_ttl() {
 }
 
 #[test]
+fn an_overflow_invalidates_what_the_box_cached_on_the_feed_s_word() {
+    // Every burst overflows (seamd's test hook): no message will ever name the edited file, so
+    // only the fallback's invalidation on `overflow` can show the edit; the share's TTL is 1 s.
+    let r = Rig::build(true, "1", &[("SEAMD_FEED_MAX_BURST", "0")], |b| {
+        std::fs::create_dir(b.join("src")).unwrap();
+        std::fs::write(b.join("src/a.txt"), "one\n").unwrap();
+    });
+    let f = r.m.join("src/a.txt");
+    assert_eq!(size(&f), Some(4), "cached while the feed is live (FEED_TTL)");
+    std::fs::write(r.host("src/a.txt.tmp"), "after an overflow\n").unwrap();
+    std::fs::rename(r.host("src/a.txt.tmp"), r.host("src/a.txt")).unwrap();
+    // `stat` alone: answered from the kernel's cache, which only the fallback invalidates.
+    let t = within(Duration::from_secs(5), || size(&f) == Some(18));
+    println!("after an overflow, a host edit showed in the box in {t:?} (share TTL 1 s; FEED_TTL without the fallback)");
+    assert!(r.m.log().contains("change feed lost messages"), "seamfs never saw the overflow; log:\n{}", r.m.log());
+    assert!(t.is_some_and(|t| t <= Duration::from_secs(2)), "a host edit lost in an overflow stayed stale past the share's TTL: {t:?}");
+    assert!(r.m.log().contains("change feed live") && !r.m.log().contains("change feed down"), "an overflow keeps the feed live");
+}
+
+/// Commits a repository with two branches in `b` (on `main`), then leaves work in progress that
+/// both branches carry: an untracked file, a tracked file edited, and a file staged.
+fn two_branches(b: &Path) {
+    let git = seam_tests::Git::new();
+    git.run(b, &["init", "-q", "-b", "main"]);
+    std::fs::create_dir_all(b.join("dir")).unwrap();
+    for (f, text) in [("keep.txt", "kept\n"), ("changes.txt", "main\n"), ("gone.txt", "only on main\n"), ("dir/sub.txt", "sub\n"), ("staged.txt", "s\n")] {
+        std::fs::write(b.join(f), text).unwrap();
+    }
+    git.run(b, &["add", "-A"]);
+    git.run(b, &["commit", "-q", "-m", "main"]);
+    git.run(b, &["checkout", "-q", "-b", "other"]);
+    std::fs::write(b.join("changes.txt"), "the other branch's version, longer\n").unwrap();
+    std::fs::remove_file(b.join("gone.txt")).unwrap();
+    std::fs::remove_dir_all(b.join("dir")).unwrap();
+    std::fs::create_dir_all(b.join("dir2")).unwrap();
+    std::fs::write(b.join("dir2/new.txt"), "only on other\n").unwrap();
+    git.run(b, &["add", "-A"]);
+    git.run(b, &["commit", "-q", "-m", "other"]);
+    git.run(b, &["checkout", "-q", "main"]);
+    std::fs::write(b.join("untracked.txt"), "u\n").unwrap();
+    std::fs::write(b.join("keep.txt"), "kept, edited in the work tree\n").unwrap();
+    std::fs::write(b.join("staged.txt"), "staged change\n").unwrap();
+    git.run(b, &["add", "staged.txt"]);
+}
+
+/// `git status` (porcelain v2, with the branch) on the host and in the box right after a host
+/// `git checkout other`, the box having run it (and looked at every name) just before.
+fn status_after_host_checkout(feed: bool) -> (String, String) {
+    let r = Rig::build(feed, TTL, &[], two_branches);
+    let git = seam_tests::Git::new();
+    let status = ["status", "--porcelain=v2", "--branch", "--untracked-files=all"];
+    let before = git.run(&r.m.join(""), &status);
+    assert_eq!(before, git.run(&r.host(""), &status), "the box and the host agree before the checkout");
+    // The box's kernel now holds the whole tree (and the names only `other` has as negative
+    // entries).
+    for f in ["gone.txt", "dir/sub.txt", "changes.txt", "dir2/new.txt"] {
+        let _ = std::fs::symlink_metadata(r.m.join(f));
+    }
+    git.run(&r.host(""), &["checkout", "-q", "other"]);
+    // The box first, at once: nothing waits for the feed's messages.
+    let boxed = git.run(&r.m.join(""), &status);
+    let host = git.run(&r.host(""), &status);
+    assert!(host.contains("# branch.head other") && host.contains("untracked.txt") && host.contains("keep.txt") && host.contains("staged.txt"), "the host's status: {host}");
+    if feed {
+        assert_eq!(git.run(&r.m.join(""), &["diff"]), git.run(&r.host(""), &["diff"]), "the box's diff after a host checkout differs from the host's");
+    }
+    (host, boxed)
+}
+
+#[test]
+fn git_status_right_after_a_host_checkout_shows_what_the_host_s_shows() {
+    // With the feed live the work tree is cached for FEED_TTL, and for --ttl 30 in the control:
+    // only the feed's messages can tell the box's kernel that the checkout rewrote the tree.
+    let (host, boxed) = status_after_host_checkout(true);
+    println!("after a host checkout, host git status:\n{host}\nbox git status (feed):\n{boxed}");
+    assert_eq!(boxed, host, "the box's git status right after a host checkout differs from the host's");
+    let (host, control) = status_after_host_checkout(false);
+    println!("box git status (control, no feed):\n{control}");
+    assert_ne!(control, host, "the control (no feed, TTL {TTL} s) should show the tree it cached before the checkout");
+}
+
+#[test]
 fn a_forged_feed_changes_nothing_and_is_logged() {
     let backing = TempDir::new("feed-forged-backing");
     let mnt = TempDir::new("feed-forged-mnt");
@@ -321,4 +412,26 @@ fn a_host_edit_right_after_the_box_s_own_is_seen_within_the_share_ttl() {
     println!("host edit 50 ms after the box's own write seen by stat in {t:?} (work-tree TTL {TTL} s, feed live)");
     assert!(t.is_some(), "a host edit inside the echo window stayed stale (the kernel's copy must still be dropped)");
     assert_eq!(read(&f).as_deref(), Some("host, right after\n"));
+}
+
+/// `seam-lab feed` (the feed's measurements) on a few edits: every target reports, the feed's
+/// target misses nothing, and a box watcher on the raw share or on seamfs without the feed hears
+/// of no host change (figures only: no latency is asserted).
+#[test]
+fn seam_lab_feed_reports_the_three_targets() {
+    let r = seam_tests::run::run(Command::new(seam_tests::bins::seam_lab()).args(["feed", "latency", "--edits", "8", "--gap-ms", "10", "--json"]));
+    assert_eq!(r.code(), Some(0), "seam-lab feed latency did not run:\n{r}");
+    let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{r}"));
+    for t in ["share", "seamfs", "seamfs-feed"] {
+        let all = &j["latency"]["targets"][t]["all"];
+        assert_eq!(all["n"], 8, "{t}: {all}");
+        assert_eq!(all["missed"], 0, "{t} never showed some host edits (within 5 s): {all}");
+    }
+    let r = seam_tests::run::run(Command::new(seam_tests::bins::seam_lab()).args(["feed", "watch", "--changes", "3", "--gap-ms", "10", "--json"]));
+    assert_eq!(r.code(), Some(0), "seam-lab feed watch did not run:\n{r}");
+    let j: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap_or_else(|e| panic!("no JSON report ({e}):\n{r}"));
+    let missed = |t: &str| j["watch"]["targets"][t]["all"]["missed"].as_u64().unwrap_or_else(|| panic!("no watch figures for {t}: {j}"));
+    println!("box watcher misses of 12 host changes: share {}, seamfs {}, seamfs-feed {}", missed("share"), missed("seamfs"), missed("seamfs-feed"));
+    assert_eq!(missed("seamfs-feed"), 0, "the feed's watcher missed host changes: {}", j["watch"]);
+    assert_eq!((missed("share"), missed("seamfs")), (12, 12), "without the feed a box watcher should hear of no host change: {}", j["watch"]);
 }
