@@ -150,10 +150,13 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
 /// (`utime` + `stime` of `/proc/PID/stat`, in clock ticks of 10 ms).
 fn seamfs_cpu_ns(g: &Guest, prog: &str) -> Result<i64, LabError> {
     let r = g.sh(&format!(
-        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && cat $p/stat; done | awk '{{ s += $14 + $15 }} END {{ printf \"%d\", s * 10000000 }}'"
+        "for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && cat $p/stat; done | awk '{{ s += $14 + $15 }} END {{ print s + 0 }}'"
     ))?;
+    // Ticks, multiplied here: awk's printf %d stops at 2^31-1, which a daemon's nanoseconds pass
+    // within a few seconds of CPU (every figure came out as 0 ms).
     let text = String::from_utf8_lossy(&r.stdout);
-    text.trim().parse().map_err(|_| LabError::new("read seamfs's CPU time in the guest", Path::new("/proc"), format!("{text:?}")))
+    let ticks: f64 = text.trim().parse().map_err(|_| LabError::new("read seamfs's CPU time in the guest", Path::new("/proc"), format!("{text:?}")))?;
+    Ok((ticks * 10_000_000.0) as i64)
 }
 
 fn log_text(g: &Guest, log: &str) -> Result<String, LabError> {
