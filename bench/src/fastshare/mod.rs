@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use seamfs::handles::Handles;
-use seamfs::mount::{self, MountError, MountOptions};
+use seamfs::mount::{MountError, MountOptions};
 
 use inodes::Inodes;
 
@@ -81,41 +81,19 @@ impl FastShare {
 /// Mounts the fast share and serves until unmounted (returns in the parent once the mount
 /// answers unless `foreground`).
 pub fn run(mut cfg: FastConfig) -> Result<(), MountError> {
-    mount::check_lower(&cfg.backing)?;
-    mount::check_mountpoint(&cfg.mountpoint, false)?;
-    // The daemon moves to /: keep absolute paths.
-    cfg.backing = std::fs::canonicalize(&cfg.backing)
-        .map_err(|e| MountError::usage("resolve backing", &cfg.backing, e.to_string()))?;
-    cfg.mountpoint = std::fs::canonicalize(&cfg.mountpoint)
-        .map_err(|e| MountError::usage("resolve mountpoint", &cfg.mountpoint, e.to_string()))?;
+    crate::share::prepare(&mut cfg.backing, &mut cfg.mountpoint)?;
     if cfg.budget == 0 {
         return Err(MountError::usage("check --fd-budget", &cfg.mountpoint, "must be at least 1"));
     }
-    // The kernel applies the caller's umask before it sends a mode; the daemon adds none.
-    // SAFETY: umask has no failure mode.
-    unsafe { libc::umask(0) };
     let fs = FastShare::new(&cfg.backing, cfg.ttl, cfg.budget, !cfg.no_passthrough)
         .map_err(|e| MountError::usage("open backing", &cfg.backing, e.to_string()))?;
-    let notify = if cfg.foreground {
-        None
-    } else {
-        let log = cfg.log.as_deref().map(seamfs::daemon::open_log).transpose()?;
-        seamfs::daemon::daemonize(log).map_err(|e| MountError::usage("daemonise", &cfg.mountpoint, e.to_string()))?
-    };
-    seamfs::init_logging("info");
-    tracing::info!(backing = %cfg.backing.display(), ttl = ?cfg.ttl, budget = cfg.budget, "fast share starting");
     let mopts = MountOptions {
         mountpoint: cfg.mountpoint.clone(),
         fsname: format!("seam-fast:{}", cfg.backing.display()),
         subtype: "seam-fast".into(),
         threads: cfg.threads,
     };
-    mount::serve(fs, &mopts, move |r| {
-        if let Some(n) = notify {
-            match r {
-                Ok(()) => n.ok(),
-                Err(e) => n.fail(e.code, &e.to_string()),
-            }
-        }
+    crate::share::daemon_serve(fs, &mopts, cfg.foreground, cfg.log.as_deref(), || {
+        tracing::info!(backing = %cfg.backing.display(), ttl = ?cfg.ttl, budget = cfg.budget, "fast share starting");
     })
 }
