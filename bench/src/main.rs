@@ -118,6 +118,9 @@ struct ShareArgs {
     /// are closed and reopened by name when next needed.
     #[arg(long, requires = "fast", default_value_t = seam_lab::fastshare::DEFAULT_BUDGET)]
     fd_budget: usize,
+    /// With --fast: plain READDIR, no READDIRPLUS (virtiofsd's --no-readdirplus).
+    #[arg(long, requires = "fast")]
+    no_readdirplus: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -279,6 +282,7 @@ fn run_fast_share(a: ShareArgs) -> Result<(), MountError> {
         foreground: a.foreground,
         log: a.log,
         no_passthrough: a.no_passthrough,
+        no_readdirplus: a.no_readdirplus,
         threads: a.threads,
     })
 }

@@ -63,8 +63,12 @@ impl Filesystem for FastShare {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         let caps = config.capabilities();
         // What virtiofsd asks for by default, readdirplus included (cache=auto).
-        let wanted = InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO
+        let plus = if self.readdirplus {
+            InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO
+        } else {
+            InitFlags::empty()
+        };
+        let wanted = plus
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_AUTO_INVAL_DATA
             | InitFlags::FUSE_ASYNC_READ
@@ -76,7 +80,13 @@ impl Filesystem for FastShare {
             && caps.contains(InitFlags::FUSE_PASSTHROUGH)
             && config.set_max_stack_depth(1).is_ok()
             && config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_ok();
-        info!(abi = %config.kernel_abi(), passthrough = self.passthrough, budget = self.budget, "fast share initialised");
+        info!(
+            abi = %config.kernel_abi(),
+            passthrough = self.passthrough,
+            readdirplus = self.readdirplus,
+            budget = self.budget,
+            "fast share initialised"
+        );
         Ok(())
     }
 
@@ -273,7 +283,7 @@ impl Filesystem for FastShare {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let l = match self.listing(fh.0, offset) {
+        let l = match self.listing(ino.0, fh.0, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(self.fail("readdir", ino.0, None, e)),
         };
@@ -286,7 +296,7 @@ impl Filesystem for FastShare {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let l = match self.listing(fh.0, offset) {
+        let l = match self.listing(ino.0, fh.0, offset) {
             Ok(l) => l,
             Err(e) => return reply.error(self.fail("readdirplus", ino.0, None, e)),
         };
@@ -319,8 +329,8 @@ impl Filesystem for FastShare {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        let r = self.sync_dir(fh.0, datasync);
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
+        let r = self.sync_dir(ino.0, datasync);
         self.reply_empty(reply, "fsyncdir", ino.0, None, r);
     }
 

@@ -2,15 +2,13 @@
 //! flags (virtiofsd's `open_inode`); its data goes by FUSE passthrough when the kernel offers it,
 //! as the share emulator's does, so the two shares differ in their metadata path only.
 
-use std::ffi::{CStr, OsStr};
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use fuser::{BackingId, FileType};
+use fuser::BackingId;
 use parking_lot::Mutex;
 use seamfs::handles::{DirEntry, DirHandle, FileHandle, IoMode, Listing};
 
@@ -132,33 +130,33 @@ impl FastShare {
         Ok(r)
     }
 
-    /// Opens a directory for listing.
+    /// Opens a directory: a handle only; the listing is read at the first readdir.
     pub(crate) fn open_dir(&self, id: u64) -> io::Result<u64> {
-        let fd = self.open_node(id, libc::O_RDONLY | libc::O_DIRECTORY)?;
-        let h = DirHandle { fd: Mutex::new(Some(Arc::new(fd))), entries: Mutex::new(None), served: AtomicBool::new(false) };
+        self.inodes.get(id)?;
+        let h = DirHandle { fd: Mutex::new(None), entries: Mutex::new(None), served: AtomicBool::new(false) };
         Ok(self.handles.add_dir(h))
     }
 
-    /// The listing of an open directory: read at offset 0 (again on a rewind), kept for the rest.
-    pub(crate) fn listing(&self, fh: u64, offset: u64) -> io::Result<Arc<Listing>> {
+    /// The listing of directory `id` open as `fh`: read at offset 0 (again on a rewind), kept for
+    /// the reads that continue it.
+    pub(crate) fn listing(&self, id: u64, fh: u64, offset: u64) -> io::Result<Arc<Listing>> {
         use std::sync::atomic::Ordering;
         let h = self.handles.dir(fh).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
         let mut entries = h.entries.lock();
         if let Some(l) = entries.as_ref().filter(|_| offset != 0 || !h.served.load(Ordering::Relaxed)) {
             return Ok(l.clone());
         }
-        let fd = h.fd.lock().clone().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
-        let l = Arc::new(Listing::new(read_entries(&fd)?));
+        let n = self.inodes.get(id)?;
+        let listed = sys::list_dir(self.inodes.fd(&n)?.raw())?;
+        let l = Arc::new(Listing::new(listed.into_iter().map(|(lower, ino, t)| entry(lower, ino, t)).collect()));
         h.served.store(true, Ordering::Relaxed);
         *entries = Some(l.clone());
         Ok(l)
     }
 
-    /// fsync of an open directory.
-    pub(crate) fn sync_dir(&self, fh: u64, datasync: bool) -> io::Result<()> {
-        let h = self.handles.dir(fh).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-        let fd = h.fd.lock().clone().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
-        sync_fd(&fd, datasync)
+    /// fsync of a directory (opened for the call: the handle holds no fd).
+    pub(crate) fn sync_dir(&self, id: u64, datasync: bool) -> io::Result<()> {
+        sync_fd(&self.open_node(id, libc::O_RDONLY | libc::O_DIRECTORY)?, datasync)
     }
 
     /// getxattr (`size` 0 asks for the length) through `/proc/self/fd/N` of the O_PATH fd.
@@ -248,17 +246,8 @@ fn sync_fd(fd: &OwnedFd, datasync: bool) -> io::Result<()> {
     sys::call(unsafe { if datasync { libc::fdatasync(fd.as_raw_fd()) } else { libc::fsync(fd.as_raw_fd()) } })
 }
 
-/// A directory's entries read through /proc from its open fd.
-fn read_entries(fd: &OwnedFd) -> io::Result<Vec<DirEntry>> {
-    let path = sys::proc_path(fd.as_raw_fd());
-    let dir = Path::new(OsStr::from_bytes(CStr::to_bytes(&path)));
-    // `.` and `..` first, as getdents gives them (ls -a shows them; readdirplus gives them no lookup).
-    let dot = |name: &str| DirEntry { lower: name.into(), shown: None, ino: 0, kind: FileType::Directory };
-    let mut out = vec![dot("."), dot("..")];
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        let kind = e.file_type().ok().and_then(FileType::from_std).unwrap_or(FileType::RegularFile);
-        out.push(DirEntry { lower: e.file_name(), shown: None, ino: std::os::unix::fs::DirEntryExt::ino(&e), kind });
-    }
-    Ok(out)
+/// A listed entry: `d_type` shifted is the mode's type (`DT_DIR << 12 == S_IFDIR`); unknown
+/// reads as a file.
+fn entry(lower: std::ffi::OsString, ino: u64, d_type: u8) -> DirEntry {
+    DirEntry { lower, shown: None, ino, kind: seamfs::attr::file_type(u32::from(d_type) << 12) }
 }

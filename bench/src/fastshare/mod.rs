@@ -43,6 +43,8 @@ pub struct FastConfig {
     pub log: Option<PathBuf>,
     /// Never use FUSE passthrough.
     pub no_passthrough: bool,
+    /// Plain READDIR only (virtiofsd's `--no-readdirplus`).
+    pub no_readdirplus: bool,
     /// Worker threads.
     pub threads: usize,
 }
@@ -57,13 +59,15 @@ pub struct FastShare {
     ttl: Duration,
     budget: usize,
     want_passthrough: bool,
+    /// Offer READDIRPLUS at init (virtiofsd's default).
+    readdirplus: bool,
     /// Passthrough taken at init.
     passthrough: bool,
 }
 
 impl FastShare {
     /// A share of `backing` (its root fd opened here).
-    pub fn new(backing: &Path, ttl: Duration, budget: usize, passthrough: bool) -> std::io::Result<FastShare> {
+    pub fn new(backing: &Path, ttl: Duration, budget: usize, passthrough: bool, readdirplus: bool) -> std::io::Result<FastShare> {
         let c = sys::cname(backing.as_os_str())?;
         let root: OwnedFd = sys::openat(libc::AT_FDCWD, &c, libc::O_PATH | libc::O_DIRECTORY, 0)?;
         Ok(FastShare {
@@ -73,6 +77,7 @@ impl FastShare {
             ttl,
             budget,
             want_passthrough: passthrough,
+            readdirplus,
             passthrough: false,
         })
     }
@@ -85,7 +90,7 @@ pub fn run(mut cfg: FastConfig) -> Result<(), MountError> {
     if cfg.budget == 0 {
         return Err(MountError::usage("check --fd-budget", &cfg.mountpoint, "must be at least 1"));
     }
-    let fs = FastShare::new(&cfg.backing, cfg.ttl, cfg.budget, !cfg.no_passthrough)
+    let fs = FastShare::new(&cfg.backing, cfg.ttl, cfg.budget, !cfg.no_passthrough, !cfg.no_readdirplus)
         .map_err(|e| MountError::usage("open backing", &cfg.backing, e.to_string()))?;
     let mopts = MountOptions {
         mountpoint: cfg.mountpoint.clone(),

@@ -44,10 +44,16 @@ impl FastShare {
         self.lookup_in(&p, name)
     }
 
-    /// `lookup_name` with the parent's node in hand.
+    /// `lookup_name` with the parent's node in hand: an inode the store knows is answered from
+    /// one `fstatat`; a new one is opened (O_PATH) and registered with its fd.
     pub(crate) fn lookup_in(&self, p: &Arc<Node>, name: &OsStr) -> io::Result<Found> {
         let pfd = self.inodes.fd(p)?;
-        let fd = sys::open_path(pfd.raw(), &sys::cname(name)?)?;
+        let c = sys::cname(name)?;
+        let st = sys::lstatat(pfd.raw(), &c)?;
+        if let Some(node) = self.inodes.known(p, name, &st) {
+            return Ok(Found { attr: seamfs::attr::to_attr(node.id, &st), node });
+        }
+        let fd = sys::open_path(pfd.raw(), &c)?;
         let st = sys::fstat(fd.as_raw_fd())?;
         let node = self.inodes.register(p, name, fd, &st);
         Ok(Found { attr: seamfs::attr::to_attr(node.id, &st), node })

@@ -38,11 +38,54 @@ pub fn open_path(dir: RawFd, name: &CStr) -> io::Result<OwnedFd> {
     openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)
 }
 
+/// `/proc/self/fd` as a directory fd, opened on first use: in the serving process, after the
+/// daemon forked (opened before, it would name the parent's fds). Reopens go relative to it, as
+/// virtiofsd's do, instead of walking `/proc/self` each time.
+fn proc_fd_dir() -> io::Result<RawFd> {
+    static DIR: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(d) = DIR.get() {
+        return Ok(d.as_raw_fd());
+    }
+    let d = openat(libc::AT_FDCWD, c"/proc/self/fd", libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    Ok(DIR.get_or_init(|| d).as_raw_fd())
+}
+
 /// Opens the file an O_PATH fd names, with real access flags.
 pub fn reopen(fd: RawFd, flags: i32) -> io::Result<OwnedFd> {
     // The kernel did the create and the permission checks; O_NOFOLLOW would refuse the magic link.
     let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY | libc::O_NOFOLLOW);
-    openat(libc::AT_FDCWD, &proc_path(fd), flags, 0)
+    let name = CString::new(fd.to_string()).expect("digits have no NUL");
+    openat(proc_fd_dir()?, &name, flags, 0)
+}
+
+/// The entries of the directory an O_PATH fd names, `.` and `..` included, with their inode
+/// numbers and `d_type`s: opened relative to the fd (no /proc walk) and read by `readdir`.
+pub fn list_dir(dir: RawFd) -> io::Result<Vec<(std::ffi::OsString, u64, u8)>> {
+    let fd = openat(dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+    // SAFETY: fdopendir takes the fd (closedir closes it); on failure it is still ours to close.
+    let d = unsafe { libc::fdopendir(fd.as_raw_fd()) };
+    if d.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    std::mem::forget(fd);
+    let mut out = Vec::new();
+    loop {
+        // SAFETY: a live DIR stream; errno is cleared first to tell the end from an error.
+        unsafe { *libc::__errno_location() = 0 };
+        let e = unsafe { libc::readdir64(d) };
+        if e.is_null() {
+            let err = io::Error::last_os_error();
+            // SAFETY: the stream is closed once, here.
+            unsafe { libc::closedir(d) };
+            return match err.raw_os_error() {
+                Some(0) | None => Ok(out),
+                _ => Err(err),
+            };
+        }
+        // SAFETY: readdir64 returned a valid entry whose name is NUL-terminated.
+        let (name, ino, kind) = unsafe { (CStr::from_ptr((*e).d_name.as_ptr()), (*e).d_ino, (*e).d_type) };
+        out.push((OsStr::from_bytes(name.to_bytes()).to_os_string(), ino, kind));
+    }
 }
 
 /// `fstat` (works on O_PATH fds).
