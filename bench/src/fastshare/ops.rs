@@ -79,23 +79,23 @@ impl FastShare {
     /// Changes what `set` names: mode, owner, size, then times (the order virtiofsd uses).
     pub(crate) fn set_attr(&self, id: u64, fh: Option<u64>, set: &SetAttr) -> io::Result<FileAttr> {
         let n = self.inodes.get(id)?;
-        let pfd = self.inodes.fd(&n)?;
+        let nfd = self.inodes.fd(&n)?;
         let handle = fh.and_then(|fh| self.handles.file(fh).ok());
         let target = match handle.as_ref().and_then(|h| h.opened()) {
             Some(fd) => Target::Handle(fd),
-            None => Target::Path(pfd.raw()),
+            None => Target::Path(nfd.raw()),
         };
         if let Some(mode) = set.mode {
             target.chmod(mode & 0o7777)?;
         }
         if set.uid.is_some() || set.gid.is_some() {
-            sys::chown(pfd.raw(), set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX))?;
+            sys::chown(nfd.raw(), set.uid.unwrap_or(u32::MAX), set.gid.unwrap_or(u32::MAX))?;
         }
         if let Some(size) = set.size {
             target.truncate(size)?;
         }
         if set.atime.is_some() || set.mtime.is_some() {
-            sys::utimens(pfd.raw(), &[sys::timespec(set.atime), sys::timespec(set.mtime)])?;
+            sys::utimens(nfd.raw(), &[sys::timespec(set.atime), sys::timespec(set.mtime)])?;
         }
         self.attr(id, fh)
     }
