@@ -1,6 +1,7 @@
 //! The fast share (`seam-lab share --fast`, ADR 0024): real git gives the same results through it
 //! as on the backing dir, and it holds no more O_PATH fds than its budget while a tree far bigger
-//! than the budget is walked, read and `git status`ed through it.
+//! than the budget is walked, read and `git status`ed through it; a name the host replaces reads
+//! as virtiofsd serves it, old through a held fd, new once the budget dropped it.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -103,5 +104,37 @@ fn fd_budget_holds_while_a_bigger_tree_is_walked_read_and_statused() {
     assert!(peak <= BUDGET + SLACK, "the share held {peak} fds; budget {BUDGET} + {SLACK}");
     // Not vacuous: the walk did fill the budget.
     assert!(peak >= BUDGET, "peak {peak} below the budget {BUDGET}: the tree never filled it");
+    m.unmount();
+}
+
+/// A name the host replaces by rename reads as virtiofsd serves it: the old file while the
+/// kernel's entry lives if the share still holds the old inode's fd, the new file at once if the
+/// budget had dropped that fd (the reopen by name finds another inode: ESTALE, and the kernel
+/// walks the path again), and the new file everywhere after the TTL.
+#[test]
+fn a_replaced_name_reads_old_while_held_and_new_once_dropped() {
+    const FILES: usize = 200;
+    let backing = TempDir::new("fast-stale-backing");
+    let mnt = TempDir::new("fast-stale-mnt");
+    for i in 0..FILES {
+        std::fs::write(backing.join(format!("f{i:03}")), "old\n").expect("write on the backing dir");
+    }
+    // 16 fds for 200 files: the first names walked are dropped, the last ones still held.
+    let m = Mount::fast_share(backing.path(), mnt.path(), &["--fd-budget", "16"]);
+    for i in 0..FILES {
+        std::fs::metadata(m.join(format!("f{i:03}"))).expect("stat through the share");
+    }
+    let (dropped, held) = ("f000", &format!("f{:03}", FILES - 1));
+    for name in [dropped, held.as_str()] {
+        let tmp = backing.join(format!("{name}.new"));
+        std::fs::write(&tmp, "new\n").expect("write on the backing dir");
+        std::fs::rename(&tmp, backing.join(name)).expect("rename on the backing dir");
+    }
+    let read = |name: &str| std::fs::read_to_string(m.join(name)).unwrap_or_else(|e| panic!("read {name}: {e}"));
+    // Within the entry TTL (1 s) of the walk above.
+    assert_eq!(read(dropped), "new\n", "a dropped node reopened by name: ESTALE, then the new file");
+    assert_eq!(read(held), "old\n", "a held node: the old inode through the kernel's cached entry");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(read(held), "new\n", "after the TTL the kernel looks the name up again");
     m.unmount();
 }
