@@ -2,6 +2,8 @@
 //!
 //! - [`share`]: `seam-lab share`, the seamfs passthrough core with a layer that caches like a
 //!   guest's virtiofs/9p share and injects stale-old / stale-missing faults from a seed.
+//! - [`fastshare`]: `seam-lab share --fast`, a virtiofsd-style passthrough (O_PATH fd per inode
+//!   under a budget, TTL 1 s, readdirplus): the fair baseline the benchmarks compare against.
 //! - [`lab`]: what every lab run needs: temp dirs, mounts that are removed on exit and on signals,
 //!   git on the host side and in the box.
 //! - [`demo`]: `seam-lab demo`, host commits seen through the raw share and through seamfs.
@@ -14,6 +16,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod fastshare;
 pub mod feed;
 pub mod lab;
 pub mod race;

@@ -114,6 +114,18 @@ struct ShareArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Serve as virtiofsd does (cache=auto) instead of the emulator: an O_PATH fd per inode
+    /// under --fd-budget, entry/attr TTL --entry-ttl (1 s), no negative entries, no faults. The
+    /// fair baseline (ADR 0024).
+    #[arg(long, conflicts_with_all = ["fault", "writeback_cache", "negative_ttl"])]
+    fast: bool,
+    /// With --fast: most O_PATH fds held for inodes at once; past it the least recently used
+    /// are closed and reopened by name when next needed.
+    #[arg(long, requires = "fast", default_value_t = seam_lab::fastshare::DEFAULT_BUDGET)]
+    fd_budget: usize,
+    /// With --fast: plain READDIR, no READDIRPLUS (virtiofsd's --no-readdirplus).
+    #[arg(long, requires = "fast")]
+    no_readdirplus: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -240,6 +252,9 @@ fn main() {
 
 fn run_share(a: ShareArgs) -> Result<(), MountError> {
     let mnt = a.mountpoint.clone();
+    if a.fast {
+        return run_fast_share(a);
+    }
     let ttls = ShareTtls {
         entry: share::ttl_arg("parse --entry-ttl", a.entry_ttl, &mnt)?,
         attr: share::ttl_arg("parse --attr-ttl", a.attr_ttl, &mnt)?,
@@ -259,6 +274,26 @@ fn run_share(a: ShareArgs) -> Result<(), MountError> {
         log: a.log,
         no_passthrough: a.no_passthrough,
         writeback_cache: a.writeback_cache,
+        threads: a.threads,
+    })
+}
+
+/// `seam-lab share --fast`: one TTL for entries and attributes, as virtiofsd has.
+fn run_fast_share(a: ShareArgs) -> Result<(), MountError> {
+    let mnt = a.mountpoint.clone();
+    let ttl = share::ttl_arg("parse --entry-ttl", a.entry_ttl, &mnt)?;
+    if share::ttl_arg("parse --attr-ttl", a.attr_ttl, &mnt)? != ttl {
+        return Err(MountError::usage("parse --attr-ttl", &mnt, "with --fast, give --entry-ttl alone (one TTL for both)"));
+    }
+    seam_lab::fastshare::run(seam_lab::fastshare::FastConfig {
+        backing: a.backing,
+        mountpoint: a.mountpoint,
+        ttl,
+        budget: a.fd_budget,
+        foreground: a.foreground,
+        log: a.log,
+        no_passthrough: a.no_passthrough,
+        no_readdirplus: a.no_readdirplus,
         threads: a.threads,
     })
 }

@@ -16,8 +16,6 @@ use std::time::{Duration, Instant};
 use fuser::{Config, Session, SessionACL};
 use tracing::{error, info, warn};
 
-use crate::core::Core;
-use crate::layer::Layer;
 use crate::mountinfo::{self, MountEntry};
 use crate::signals;
 use crate::status::{self, Probe};
@@ -244,10 +242,10 @@ fn mount_error(mnt: &Path, e: io::Error) -> MountError {
     err
 }
 
-/// Mounts `core`, calls `ready` once the mount answers, and serves until unmounted or until
+/// Mounts `core` (seamfs's core, or any FUSE filesystem: the lab's fast share), calls `ready` once the mount answers, and serves until unmounted or until
 /// SIGTERM/SIGINT/SIGHUP (which unmount cleanly).
-pub fn serve<L: Layer>(
-    core: Core<L>,
+pub fn serve<F: fuser::Filesystem>(
+    core: F,
     opts: &MountOptions,
     ready: impl FnOnce(Result<(), &MountError>) + Send + 'static,
 ) -> Result<(), MountError> {
@@ -256,8 +254,8 @@ pub fn serve<L: Layer>(
 
 /// `serve`, handing the session's notifier to `mounted` once the mount exists (the change feed
 /// invalidates the kernel's cache through it). Threads `mounted` starts inherit the blocked signals.
-pub fn serve_with<L: Layer>(
-    core: Core<L>,
+pub fn serve_with<F: fuser::Filesystem>(
+    core: F,
     opts: &MountOptions,
     ready: impl FnOnce(Result<(), &MountError>) + Send + 'static,
     mounted: impl FnOnce(fuser::Notifier),

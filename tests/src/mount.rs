@@ -54,6 +54,14 @@ impl Mount {
         Mount::start("seam-lab share", &bins::seam_lab(), args, backing, mnt)
     }
 
+    /// The fast share: `seam-lab share --fast BACKING MNT --log LOG EXTRA...`.
+    #[track_caller]
+    pub fn fast_share(backing: &Path, mnt: &Path, extra: &[&str]) -> Mount {
+        let mut args: Vec<OsString> = vec!["share".into(), "--fast".into(), backing.into(), mnt.into()];
+        args.extend(extra.iter().map(OsString::from));
+        Mount::start("seam-lab share --fast", &bins::seam_lab(), args, backing, mnt)
+    }
+
     /// `seamfs mount --over DIR --log LOG EXTRA...`, with what the command printed (its
     /// warnings), for tests of the command itself.
     #[track_caller]

@@ -6,6 +6,8 @@
 //!
 //! Every FUSE layer sits on its own share-emulator mount of its copy, as seamfs does: the fair
 //! comparison is each layer over the same kind of lower, not a peer over the faster native disk.
+//! `fast` and `seamfs-fast` do the same over the fast share (ADR 0024), the baseline as quick as
+//! virtiofsd.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,7 +15,7 @@ use std::process::Command;
 use super::gen::BIG_NAME;
 use super::peers::which;
 use super::procfs::find_pid;
-use crate::lab::mounts::{mount_share, seamfs_bin, ShareArgs};
+use crate::lab::mounts::{mount_fast_share, mount_share, seamfs_bin, ShareArgs};
 use crate::lab::LabError;
 
 /// A layer under test.
@@ -31,17 +33,23 @@ pub enum LayerKind {
     Bindfs,
     /// fuse-overlayfs over a share-emulator mount.
     FuseOverlayfs,
+    /// The fast share alone (`seam-lab share --fast`, virtiofsd's speed: ADR 0024).
+    Fast,
+    /// seamfs over a fast-share mount.
+    SeamfsFast,
 }
 
 impl LayerKind {
     /// Every layer, in report order.
-    pub const ALL: [LayerKind; 6] = [
+    pub const ALL: [LayerKind; 8] = [
         LayerKind::Native,
         LayerKind::Share,
         LayerKind::Seamfs,
         LayerKind::SeamfsNosplit,
         LayerKind::Bindfs,
         LayerKind::FuseOverlayfs,
+        LayerKind::Fast,
+        LayerKind::SeamfsFast,
     ];
 
     /// The name used on the command line and in reports.
@@ -53,6 +61,8 @@ impl LayerKind {
             LayerKind::SeamfsNosplit => "seamfs-nosplit",
             LayerKind::Bindfs => "bindfs",
             LayerKind::FuseOverlayfs => "fuse-overlayfs",
+            LayerKind::Fast => "fast",
+            LayerKind::SeamfsFast => "seamfs-fast",
         }
     }
 
@@ -93,18 +103,32 @@ pub fn setup(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64) ->
         return Ok(Layer { kind, dir: copy, daemon: None, note: "the backing dir itself, on the native disk".into() });
     }
     let share = mkdir(base, "share")?;
-    mount_share(&backing, &share, &ShareArgs { ttl: Some(ttl), extra: Vec::new() })?;
-    if kind == LayerKind::Share {
-        let note = format!("seam-lab share, entry/attr/negative TTL {ttl} s, passthrough, 4 threads");
-        return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note });
+    let fast = matches!(kind, LayerKind::Fast | LayerKind::SeamfsFast);
+    if fast {
+        mount_fast_share(&backing, &share, ttl, None)?;
+    } else {
+        mount_share(&backing, &share, &ShareArgs { ttl: Some(ttl), extra: Vec::new() })?;
+    }
+    match kind {
+        LayerKind::Share => {
+            let note = format!("seam-lab share, entry/attr/negative TTL {ttl} s, passthrough, 4 threads");
+            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note });
+        }
+        LayerKind::Fast => {
+            let note = format!(
+                "seam-lab share --fast (virtiofsd-style: O_PATH fd per inode under a budget), entry/attr TTL {ttl} s, no negative entries, passthrough, 4 threads"
+            );
+            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note });
+        }
+        _ => {}
     }
     let top = mkdir(base, "top")?;
     let t = ttl.to_string();
     match kind {
-        LayerKind::Seamfs | LayerKind::SeamfsNosplit => seamfs(kind, base, &share, &top, &t),
+        LayerKind::Seamfs | LayerKind::SeamfsNosplit | LayerKind::SeamfsFast => seamfs(kind, base, &share, &top, &t),
         LayerKind::Bindfs => bindfs(&share, &top, &t),
         LayerKind::FuseOverlayfs => overlay(base, &share, &top, &t),
-        LayerKind::Native | LayerKind::Share => unreachable!("returned above"),
+        LayerKind::Native | LayerKind::Share | LayerKind::Fast => unreachable!("returned above"),
     }
 }
 
@@ -117,8 +141,9 @@ fn seamfs(kind: LayerKind, base: &Path, share: &Path, top: &Path, t: &str) -> Re
         cmd.arg("--no-index-split");
     }
     crate::lab::mounts::run_mount(cmd, "mount seamfs", top)?;
-    let split = if kind == LayerKind::Seamfs { "index split on" } else { "--no-index-split" };
-    let note = format!("seamfs --ttl {t} ({split}, default threads) over its own share mount");
+    let split = if kind == LayerKind::SeamfsNosplit { "--no-index-split" } else { "index split on" };
+    let under = if kind == LayerKind::SeamfsFast { "fast-share" } else { "share" };
+    let note = format!("seamfs --ttl {t} ({split}, default threads) over its own {under} mount");
     Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid("seamfs", &log), note })
 }
 

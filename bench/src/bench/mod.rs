@@ -3,7 +3,8 @@
 //!
 //! - [`gen`]: generated repos (cached by parameters) and the big file.
 //! - `layers`: native, the share emulator, seamfs (with and without the index split), bindfs and
-//!   fuse-overlayfs, each over its own copy and its own share mount.
+//!   fuse-overlayfs, each over its own copy and its own share mount; `fast` (the fast share alone,
+//!   ADR 0024) and `seamfs-fast` (seamfs over its own fast-share mount).
 //! - `workloads`: the timed git commands and reads, each leaving the repo as it found it.
 //! - `runner`: interleaves layers (order rotated each run) and samples seamfs's RSS.
 //! - `report`, `svg`: report.md, report.json, ratios.svg.

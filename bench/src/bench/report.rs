@@ -22,7 +22,7 @@ pub fn markdown(r: &BenchReport) -> String {
         "warm page cache (each layer read everything once, untimed, before run 1)"
     };
     let _ = writeln!(s, "- reads: {cache}; big file {} MiB", r.big_mib);
-    let _ = writeln!(s, "- each layer works on its own identical copy of the generated repo; every FUSE layer sits on its own share-emulator mount");
+    let _ = writeln!(s, "- each layer works on its own identical copy of the generated repo; every FUSE layer sits on its own share-emulator mount (`fast` and `seamfs-fast`: on a fast-share mount)");
     for n in &r.notes {
         let _ = writeln!(s, "- note: {n}");
     }
@@ -91,6 +91,9 @@ fn size_section(s: &mut String, z: &SizeResult) {
             );
         }
     }
+    if has(LayerKind::Fast) {
+        fast_section(s, z);
+    }
     if has(LayerKind::Share) {
         let _ = writeln!(s, "\nMedian ratio against the raw share (lower is better):\n");
         let _ = write!(s, "| workload |");
@@ -110,6 +113,31 @@ fn size_section(s: &mut String, z: &SizeResult) {
             }
             let _ = writeln!(s);
         }
+    }
+}
+
+/// Against the fast share (ADR 0024): seamfs over it, and the emulator, as ratios of medians with
+/// the median of per-run ratios beside (runs pair the layers under the same load).
+fn fast_section(s: &mut String, z: &SizeResult) {
+    let _ = writeln!(s, "\nAgainst the fast share (virtiofsd's speed; lower is better):\n");
+    let _ = writeln!(s, "| workload | fast ms | seamfs-fast ms | seamfs-fast × fast (paired) | share × fast (paired) | seamfs × share |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    let both = |w, l, base| match (z.ratio(w, l, base), z.paired_ratio(w, l, base)) {
+        (Some(m), Some(p)) => format!("{m:.2} ({p:.2})"),
+        _ => "—".into(),
+    };
+    let ms = |w, l| z.summary(w, l).map(|x| format!("{:.1}", x.median)).unwrap_or_else(|| "—".into());
+    for &w in &z.workloads {
+        let seamfs = z.ratio(w, LayerKind::Seamfs, LayerKind::Share).map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {seamfs} |",
+            w.name(),
+            ms(w, LayerKind::Fast),
+            ms(w, LayerKind::SeamfsFast),
+            both(w, LayerKind::SeamfsFast, LayerKind::Fast),
+            both(w, LayerKind::Share, LayerKind::Fast),
+        );
     }
 }
 

@@ -24,6 +24,8 @@ fn colour(l: LayerKind) -> &'static str {
         LayerKind::SeamfsNosplit => "#17becf",
         LayerKind::Bindfs => "#ff7f0e",
         LayerKind::FuseOverlayfs => "#d62728",
+        LayerKind::Fast => "#2ca02c",
+        LayerKind::SeamfsFast => "#9467bd",
     }
 }
 

@@ -29,6 +29,19 @@ pub fn mount_share(backing: &Path, mnt: &Path, args: &ShareArgs) -> Result<(), L
     run_mount(cmd, "mount share emulator", mnt)
 }
 
+/// Mounts the fast share (`seam-lab share --fast`, ADR 0024) over `backing` on `mnt`, with entry
+/// and attribute TTL `ttl` and an fd budget (None: its default).
+pub fn mount_fast_share(backing: &Path, mnt: &Path, ttl: f64, budget: Option<usize>) -> Result<(), LabError> {
+    let exe = std::env::current_exe().map_err(|e| LabError::new("locate current exe", mnt, e))?;
+    let mut cmd = Command::new(exe);
+    let t = ttl.to_string();
+    cmd.arg("share").arg("--fast").arg(backing).arg(mnt).args(["--entry-ttl", &t, "--attr-ttl", &t]);
+    if let Some(b) = budget {
+        cmd.args(["--fd-budget", &b.to_string()]);
+    }
+    run_mount(cmd, "mount fast share", mnt)
+}
+
 /// Mounts seamfs over `lower` on `mnt`.
 pub fn mount_seamfs(lower: &Path, mnt: &Path) -> Result<(), LabError> {
     mount_seamfs_with(lower, mnt, &[])

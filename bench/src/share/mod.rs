@@ -48,36 +48,52 @@ pub fn ttl_arg(what: &'static str, secs: f64, mnt: &std::path::Path) -> Result<D
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// Checks BACKING and MOUNTPOINT and makes both absolute (the daemon moves to /); clears the
+/// umask, since the kernel applies the caller's before it sends a mode. Both shares start so.
+pub(crate) fn prepare(backing: &mut PathBuf, mountpoint: &mut PathBuf) -> Result<(), MountError> {
+    mount::check_lower(backing)?;
+    mount::check_mountpoint(mountpoint, false)?;
+    *backing = std::fs::canonicalize(&*backing).map_err(|e| MountError::usage("resolve backing", backing, e.to_string()))?;
+    *mountpoint =
+        std::fs::canonicalize(&*mountpoint).map_err(|e| MountError::usage("resolve mountpoint", mountpoint, e.to_string()))?;
+    // SAFETY: umask has no failure mode.
+    unsafe { libc::umask(0) };
+    Ok(())
+}
+
+/// Daemonises unless `foreground` (logging to `log`), calls `started` once logging is set up,
+/// then mounts `fs` and serves until unmounted; the parent returns once the mount answers.
+pub(crate) fn daemon_serve<F: fuser::Filesystem>(
+    fs: F,
+    mopts: &MountOptions,
+    foreground: bool,
+    log: Option<&std::path::Path>,
+    started: impl FnOnce(),
+) -> Result<(), MountError> {
+    let notify = if foreground {
+        None
+    } else {
+        let log = log.map(seamfs::daemon::open_log).transpose()?;
+        seamfs::daemon::daemonize(log).map_err(|e| MountError::usage("daemonise", &mopts.mountpoint, e.to_string()))?
+    };
+    seamfs::init_logging("info");
+    started();
+    mount::serve(fs, mopts, move |r| {
+        if let Some(n) = notify {
+            match r {
+                Ok(()) => n.ok(),
+                Err(e) => n.fail(e.code, &e.to_string()),
+            }
+        }
+    })
+}
+
 /// Mounts the emulator and serves until unmounted (returns in the parent once the mount answers
 /// unless `foreground`).
 pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
-    mount::check_lower(&cfg.backing)?;
-    mount::check_mountpoint(&cfg.mountpoint, false)?;
-    // The daemon moves to /: keep absolute paths.
-    cfg.backing = std::fs::canonicalize(&cfg.backing)
-        .map_err(|e| MountError::usage("resolve backing", &cfg.backing, e.to_string()))?;
-    cfg.mountpoint = std::fs::canonicalize(&cfg.mountpoint)
-        .map_err(|e| MountError::usage("resolve mountpoint", &cfg.mountpoint, e.to_string()))?;
-    // The caller's umask is applied by the kernel; the daemon must not add its own.
-    // SAFETY: umask has no failure mode.
-    unsafe { libc::umask(0) };
+    prepare(&mut cfg.backing, &mut cfg.mountpoint)?;
     let lower =
         Lower::open(&cfg.backing).map_err(|e| MountError::usage("open backing", &cfg.backing, e.to_string()))?;
-    let notify = if cfg.foreground {
-        None
-    } else {
-        let log = cfg.log.as_deref().map(seamfs::daemon::open_log).transpose()?;
-        seamfs::daemon::daemonize(log).map_err(|e| MountError::usage("daemonise", &cfg.mountpoint, e.to_string()))?
-    };
-    seamfs::init_logging("info");
-    tracing::info!(
-        backing = %cfg.backing.display(),
-        entry_ttl = ?cfg.ttls.entry,
-        attr_ttl = ?cfg.ttls.attr,
-        negative_ttl = ?cfg.ttls.negative,
-        fault = ?cfg.fault,
-        "share emulator starting"
-    );
     let layer = ShareLayer::new(cfg.ttls, cfg.fault);
     // A plain filesystem below: passthrough stacks one level; seamfs on top takes the second.
     let opts = CoreOptions {
@@ -96,12 +112,14 @@ pub fn run(mut cfg: ShareConfig) -> Result<(), MountError> {
         subtype: "seam-share".into(),
         threads: cfg.threads,
     };
-    mount::serve(core, &mopts, move |r| {
-        if let Some(n) = notify {
-            match r {
-                Ok(()) => n.ok(),
-                Err(e) => n.fail(e.code, &e.to_string()),
-            }
-        }
+    daemon_serve(core, &mopts, cfg.foreground, cfg.log.as_deref(), || {
+        tracing::info!(
+            backing = %cfg.backing.display(),
+            entry_ttl = ?cfg.ttls.entry,
+            attr_ttl = ?cfg.ttls.attr,
+            negative_ttl = ?cfg.ttls.negative,
+            fault = ?cfg.fault,
+            "share emulator starting"
+        );
     })
 }

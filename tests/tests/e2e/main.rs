@@ -8,6 +8,7 @@ mod bad_input;
 mod clidoc;
 mod box_doctor;
 mod crash;
+mod fast_share;
 mod feed;
 mod freshness;
 mod git_parity;

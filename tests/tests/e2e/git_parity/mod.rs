@@ -49,11 +49,17 @@ fn play(git: &Git, dir: &Path, lower: &Path, steps: &[&str]) -> Vec<Outcome> {
 /// Runs `steps` on the backing dir and through a seamfs mount started with `extra`, and
 /// panics with every differing step when they differ.
 fn compare(name: &str, steps: &[&str], extra: &[&str]) {
+    compare_on(name, steps, &format!("seamfs, {}", mode_name(extra)), |b, m| Mount::seamfs(b, m, extra))
+}
+
+/// `compare` through whatever mount `mount(BACKING, MNT)` starts (`what` names it in reports):
+/// the fast share's test runs the same comparison through `seam-lab share --fast`.
+pub fn compare_on(name: &str, steps: &[&str], what: &str, mount: impl FnOnce(&Path, &Path) -> Mount) {
     let backing = TempDir::new(&format!("gitp-{name}-backing"));
     let mnt = TempDir::new(&format!("gitp-{name}-mnt"));
     let native = backing.subdir("native");
     backing.subdir("viafs");
-    let m = Mount::seamfs(backing.path(), mnt.path(), extra);
+    let m = mount(backing.path(), mnt.path());
     let via = m.join("viafs");
     let git = Git::new();
 
@@ -62,11 +68,11 @@ fn compare(name: &str, steps: &[&str], extra: &[&str]) {
     let mut report = String::new();
     for ((step, w), g) in steps.iter().zip(&want).zip(&got) {
         if w != g {
-            let _ = writeln!(report, "step `{step}`:\n  on the lower:   {w:?}\n  through seamfs: {g:?}");
+            let _ = writeln!(report, "step `{step}`:\n  on the lower:   {w:?}\n  through the mount: {g:?}");
         }
     }
     if !report.is_empty() {
-        panic!("git parity case `{name}` differs through seamfs ({}):\n{report}", mode_name(extra));
+        panic!("git parity case `{name}` differs through the mount ({what}):\n{report}");
     }
     let (a, b) = (stable(listing::walk(&native)), stable(listing::walk(&via)));
     if a != b {
@@ -74,8 +80,7 @@ fn compare(name: &str, steps: &[&str], extra: &[&str]) {
             x.iter().filter(|n| !y.contains(n)).map(|n| format!("{} {} {:o}", n.rel.display(), n.kind, n.mode)).collect()
         };
         panic!(
-            "git parity case `{name}` ({}): the trees differ\n  only on the lower:   {:?}\n  only through seamfs: {:?}",
-            mode_name(extra),
+            "git parity case `{name}` ({what}): the trees differ\n  only on the lower:   {:?}\n  only through the mount: {:?}",
             only(&a, &b),
             only(&b, &a)
         );
