@@ -17,9 +17,11 @@ use seamfs::heal::{blob_id, HealKind};
 use super::{exchange, special_at};
 use crate::{git_in, Fx};
 
-/// Installs to wait for; the planter stops early at `BUDGET`.
+/// Installs to wait for; the planter stops early at `BUDGET`. The budget is only a cap: on the
+/// portable resolver under strace a clean-clone CI run made 986 installs in 80 s, so it leaves
+/// room while the test still requires all 1,000.
 const INSTALLS: usize = 1000;
-const BUDGET: Duration = Duration::from_secs(80);
+const BUDGET: Duration = Duration::from_secs(150);
 
 /// `strace` over seamd: what it traces, with timestamps, durations and fd paths (`-y`).
 fn traced(trace: &Path, args: &[&str], co: &Path) -> Command {
