@@ -10,6 +10,7 @@ use super::layers::{self, Layer, LayerKind};
 use crate::lab::cleanup::{is_stopping, on_signal_cleanup, temp_dir, CleanupGuard};
 use crate::lab::git::git_cmd;
 use crate::lab::LabError;
+use crate::vm::bench::median;
 
 /// `seam-lab small` options.
 #[derive(clap::Args, Debug, Clone)]
@@ -148,30 +149,23 @@ fn prepare(step: &str, dir: &Path, r: usize) -> Result<(), LabError> {
     }
 }
 
-/// Medians per layer and command.
+/// Medians per layer and command, in ms.
 struct Table {
     layers: Vec<LayerKind>,
-    rows: Vec<(&'static str, Vec<Duration>)>,
+    rows: Vec<(&'static str, Vec<f64>)>,
 }
 
 impl Table {
     fn from(layers: &[LayerKind], samples: BTreeMap<(LayerKind, &'static str), Vec<Duration>>) -> Table {
-        let median = |v: &[Duration]| {
-            let mut v = v.to_vec();
-            v.sort();
-            v.get(v.len() / 2).copied().unwrap_or_default()
+        let median_ms = |l: LayerKind, cmd: &str| {
+            let ms: Vec<f64> = samples.get(&(l, cmd)).map_or(&[][..], |v| v).iter().map(|d| d.as_secs_f64() * 1e3).collect();
+            median(&ms)
         };
-        let mut rows: Vec<(&'static str, Vec<Duration>)> = SCRIPT
-            .iter()
-            .map(|&(cmd, _)| (cmd, layers.iter().map(|&l| median(samples.get(&(l, cmd)).map_or(&[][..], |v| v))).collect()))
-            .collect();
+        let mut rows: Vec<(&'static str, Vec<f64>)> =
+            SCRIPT.iter().map(|&(cmd, _)| (cmd, layers.iter().map(|&l| median_ms(l, cmd)).collect())).collect();
         let total = (0..layers.len()).map(|i| rows.iter().map(|r| r.1[i]).sum()).collect();
         rows.push(("total", total));
         Table { layers: layers.to_vec(), rows }
-    }
-
-    fn ratio(&self, row: &[Duration], i: usize) -> f64 {
-        row[i].as_secs_f64() / row[0].as_secs_f64().max(1e-9)
     }
 
     fn markdown(&self, a: &SmallArgs) -> String {
@@ -188,10 +182,9 @@ impl Table {
         s += &"---|".repeat(self.layers.len());
         s += "\n";
         for (cmd, row) in &self.rows {
-            s += &format!("| {cmd} |");
-            for i in 0..row.len() {
-                let ms = row[i].as_secs_f64() * 1e3;
-                s += &if i == 0 { format!(" {ms:.0} |") } else { format!(" {ms:.0} ({:.2}x) |", self.ratio(row, i)) };
+            s += &format!("| {cmd} | {:.0} |", row[0]);
+            for ms in &row[1..] {
+                s += &format!(" {ms:.0} ({:.2}x) |", ms / row[0].max(1e-6));
             }
             s += "\n";
         }
@@ -199,15 +192,8 @@ impl Table {
     }
 
     fn json(&self) -> String {
-        let layers: Vec<String> = self.layers.iter().map(|l| format!("\"{}\"", l.name())).collect();
-        let rows: Vec<String> = self
-            .rows
-            .iter()
-            .map(|(cmd, row)| {
-                let ms: Vec<String> = row.iter().map(|d| format!("{:.3}", d.as_secs_f64() * 1e3)).collect();
-                format!("{{\"command\":\"{cmd}\",\"ms\":[{}]}}", ms.join(","))
-            })
-            .collect();
-        format!("{{\"layers\":[{}],\"rows\":[{}]}}\n", layers.join(","), rows.join(","))
+        let rows: Vec<_> = self.rows.iter().map(|(cmd, ms)| serde_json::json!({ "command": cmd, "ms": ms })).collect();
+        let layers: Vec<_> = self.layers.iter().map(|l| l.name()).collect();
+        format!("{}\n", serde_json::json!({ "layers": layers, "rows": rows }))
     }
 }
