@@ -18,7 +18,6 @@ use crate::core::{Caller, Core, Entry, Opened, XattrReply};
 use crate::handles::IoMode;
 use crate::layer::Layer;
 
-const GEN: Generation = Generation(0);
 
 fn caller(req: &Request) -> Caller {
     Caller { uid: req.uid(), gid: req.gid(), pid: req.pid() }
@@ -26,7 +25,7 @@ fn caller(req: &Request) -> Caller {
 
 fn reply_entry(reply: ReplyEntry, r: Result<Entry, Errno>) {
     match r {
-        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, GEN),
+        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, Generation(e.generation)),
         Err(e) => reply.error(e),
     }
 }
@@ -93,8 +92,8 @@ impl<L: Layer> Core<L> {
     fn reply_created(&self, reply: ReplyCreate, e: Entry, o: Opened) {
         let s = self.settle(o, |fd| reply.open_backing(fd));
         match &s.backing {
-            Some(id) => reply.created_passthrough(&e.entry_ttl, &e.attr, GEN, s.fh, s.flags, id),
-            None => reply.created(&e.entry_ttl, &e.attr, GEN, s.fh, s.flags),
+            Some(id) => reply.created_passthrough(&e.entry_ttl, &e.attr, Generation(e.generation), s.fh, s.flags, id),
+            None => reply.created(&e.entry_ttl, &e.attr, Generation(e.generation), s.fh, s.flags),
         }
     }
 }
@@ -382,7 +381,7 @@ impl<L: Layer> Filesystem for Core<L> {
             Ok(page) => {
                 for (next, e) in page.entries() {
                     let Some(entry) = self.plus_entry(ino.0, fh.0, e.name(), &e.lower) else { continue };
-                    if reply.add(entry.attr.ino, next, e.name(), &entry.entry_ttl, &entry.attr, GEN) {
+                    if reply.add(entry.attr.ino, next, e.name(), &entry.entry_ttl, &entry.attr, Generation(entry.generation)) {
                         // The buffer is full: the kernel never saw this entry, so undo its count.
                         if e.name() != "." && e.name() != ".." {
                             Core::forget(self, entry.attr.ino.0, 1);

@@ -42,6 +42,10 @@ pub struct Node {
     pub class: Class,
     /// Kernel lookup count.
     pub nlookup: u64,
+    /// The FUSE generation: a new one when the lower hands this inode number to a new file
+    /// while the kernel may still hold the old one (the kernel then drops its old inode and
+    /// every entry naming it instead of serving the new file under an old name, ADR 0027).
+    pub generation: u64,
     /// An O_PATH fd kept by policy: the node then keeps reading the file it was looked up as.
     pub pinned: Option<Arc<OwnedFd>>,
     /// The lower file's stamp at the last open served through the page cache (0: none), so
@@ -58,6 +62,7 @@ pub struct InodeTable {
     nodes: DashMap<u64, Node>,
     synthetic: DashMap<(u64, u64), u64>,
     next_synthetic: AtomicU64,
+    next_generation: AtomicU64,
     root_dev: u64,
     root_ino: u64,
     pins: AtomicUsize,
@@ -74,6 +79,9 @@ pub struct Found<'a> {
     pub st: &'a libc::stat,
     /// Class of the name.
     pub class: Class,
+    /// The lower just made this file (create, mkdir, mknod, symlink): a node already at its
+    /// id is another file whose inode number the lower reused.
+    pub fresh: bool,
 }
 
 impl InodeTable {
@@ -83,6 +91,7 @@ impl InodeTable {
             nodes: DashMap::new(),
             synthetic: DashMap::new(),
             next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
+            next_generation: AtomicU64::new(1),
             root_dev: root.st_dev,
             root_ino: root.st_ino,
             pins: AtomicUsize::new(0),
@@ -98,6 +107,7 @@ impl InodeTable {
                 kind: libc::S_IFDIR,
                 class: root_class,
                 nlookup: 1,
+                generation: 0,
                 pinned: None,
                 stamp: 0,
                 complete: false,
@@ -144,24 +154,30 @@ impl InodeTable {
     pub fn found(&self, f: Found<'_>, pin: Option<&dyn Fn() -> Option<OwnedFd>>) -> u64 {
         let id = self.id_for(f.st);
         let kind = f.st.st_mode & libc::S_IFMT;
-        let mut entry = self.nodes.entry(id).or_insert_with(|| Node {
-            parent: f.parent,
-            name: f.name.into(),
-            dev: f.st.st_dev,
-            ino: f.st.st_ino,
-            kind,
-            class: f.class,
-            nlookup: 0,
-            pinned: None,
-            stamp: 0,
-            complete: false,
+        let mut existed = true;
+        let mut entry = self.nodes.entry(id).or_insert_with(|| {
+            existed = false;
+            Node {
+                parent: f.parent,
+                name: f.name.into(),
+                dev: f.st.st_dev,
+                ino: f.st.st_ino,
+                kind,
+                class: f.class,
+                nlookup: 0,
+                generation: 0,
+                pinned: None,
+                stamp: 0,
+                complete: false,
+            }
         });
         let node = entry.value_mut();
         if id != ROOT && (node.parent != f.parent || *node.name != *f.name) {
             node.parent = f.parent;
             node.name = f.name.into();
         }
-        if node.kind != kind || node.dev != f.st.st_dev || node.ino != f.st.st_ino {
+        let reused = existed && id != ROOT && f.fresh;
+        if reused || node.kind != kind || node.dev != f.st.st_dev || node.ino != f.st.st_ino {
             // Same id, another file (inode number reused): start over, keep the kernel's count.
             node.kind = kind;
             node.dev = f.st.st_dev;
@@ -171,6 +187,7 @@ impl InodeTable {
             }
             node.stamp = 0;
             node.complete = false;
+            node.generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         }
         node.class = f.class;
         node.nlookup += 1;
@@ -181,6 +198,11 @@ impl InodeTable {
             }
         }
         id
+    }
+
+    /// A node's FUSE generation (0 for an unknown node: the kernel holds none by that id).
+    pub fn generation(&self, id: u64) -> u64 {
+        self.nodes.get(&id).map_or(0, |n| n.generation)
     }
 
     /// Adds one kernel reference to an existing node (a stale answer served again).
@@ -325,7 +347,7 @@ mod tests {
     }
 
     fn add(t: &InodeTable, parent: u64, name: &str, s: &libc::stat) -> u64 {
-        t.found(Found { parent, name: OsStr::new(name), st: s, class: Class::WorkTree }, None)
+        t.found(Found { parent, name: OsStr::new(name), st: s, class: Class::WorkTree, fresh: false }, None)
     }
 
     #[test]
@@ -348,6 +370,22 @@ mod tests {
         let b = add(&t, ROOT, "b", &st(7, 1, libc::S_IFREG));
         assert!(a >= SYNTHETIC_BASE && b >= SYNTHETIC_BASE && a != b);
         assert_eq!(add(&t, ROOT, "a", &st(8, 200, libc::S_IFREG)), a, "stable while known");
+    }
+
+    #[test]
+    fn a_reused_inode_number_is_a_new_generation() {
+        let t = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let old = add(&t, ROOT, "w0", &st(7, 200, libc::S_IFDIR));
+        let gen = t.generation(old);
+        assert_eq!(add(&t, ROOT, "w0", &st(7, 200, libc::S_IFDIR)), old);
+        assert_eq!(t.generation(old), gen, "a lookup of the same file keeps its generation");
+        let made = Found { parent: ROOT, name: OsStr::new(".git"), st: &st(7, 200, libc::S_IFDIR), class: Class::GitDir, fresh: true };
+        assert_eq!(t.found(made, None), old, "the id follows the inode number");
+        assert_ne!(t.generation(old), gen, "a file the lower just made under a known number is another file");
+        assert_eq!(t.with(old, |n| (n.nlookup, n.class)), Ok((3, Class::GitDir)), "the kernel's count is kept");
+        let g2 = t.generation(old);
+        add(&t, ROOT, "hard-link", &st(7, 200, libc::S_IFDIR));
+        assert_eq!(t.generation(old), g2, "a lookup under another name (a link, a rename) is the same file");
     }
 
     #[test]

@@ -297,8 +297,8 @@ impl<L: Layer> Core<L> {
         // The entry comes from the new file's own fd: a path stat could meet a stale entry.
         let created = fstat(fd.as_raw_fd()).ok();
         let entry = match created {
-            Some(st) => self.record_stat(parent, name, &child, st)?,
-            None => self.record(parent, name, &child)?,
+            Some(st) => self.record_stat(parent, name, &child, st, made)?,
+            None => self.record(parent, name, &child, made)?,
         };
         self.guard_created(parent, &child, class, who.pid, made, created.as_ref());
         let node = entry.attr.ino.0;

@@ -213,7 +213,8 @@ impl<L: Layer> Core<L> {
         if name == "." || name == ".." {
             let id = if name == "." { dir } else { self.inodes.with(dir, |n| n.parent).ok()? };
             let st = self.stat_node(id).ok()?;
-            return Some(Entry { attr: to_attr(id, &st), entry_ttl: Duration::ZERO, attr_ttl: Duration::ZERO });
+            let generation = self.inodes.generation(id);
+            return Some(Entry { attr: to_attr(id, &st), entry_ttl: Duration::ZERO, attr_ttl: Duration::ZERO, generation });
         }
         let h = self.handles.dir(fh).ok()?;
         let fd = h.fd.lock().clone();
@@ -233,18 +234,18 @@ impl<L: Layer> Core<L> {
         };
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let mut class = self.child_class(dir, name, is_dir).ok()?;
-        if is_dir && class == crate::policy::Class::WorkTree && self.is_extra_gitdir(&st) {
+        if is_dir && class == crate::policy::Class::WorkTree && self.inodes.child_path(dir, lower).is_ok_and(|p| self.is_extra_gitdir(&st, &p)) {
             class = crate::policy::Class::GitDir;
         }
         let id = if self.layer.pin(class) {
             let path = self.inodes.child_path(dir, lower).ok()?;
-            self.found(dir, lower, &st, class, &path)
+            self.found(dir, lower, &st, class, &path, false)
         } else {
             // No fd to pin: the node needs no path now (it is rebuilt from parents when used).
-            self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class }, None)
+            self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class, fresh: false }, None)
         };
         let p = self.policy(class);
-        Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl })
+        Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl, generation: self.inodes.generation(id) })
     }
 
     /// RELEASEDIR.

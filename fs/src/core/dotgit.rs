@@ -60,20 +60,35 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// The class of `name` in a directory of `parent_class`, found on the lower as `st`: a
-    /// directory a `.git` file named is a git dir wherever it sits (also once moved there).
-    pub(crate) fn class_found(&self, parent_class: Class, name: &OsStr, st: &libc::stat) -> Class {
+    /// The class of `name` (at lower path `path`) in a directory of `parent_class`, found on
+    /// the lower as `st`: a directory a `.git` file named is a git dir wherever it sits (also
+    /// once moved there).
+    pub(crate) fn class_found(&self, parent_class: Class, name: &OsStr, st: &libc::stat, path: &std::ffi::CStr) -> Class {
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
+        if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st, path) {
             Class::GitDir
         } else {
             self.layer.classify(parent_class, name, is_dir)
         }
     }
 
-    /// True when a directory was named as a git dir by a `.git` file.
-    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat) -> bool {
-        !self.extra_gitdirs.is_empty() && self.extra_gitdirs.contains_key(&(st.st_dev, st.st_ino))
+    /// True when the directory at `path`, found as `st`, was named as a git dir by a `.git`
+    /// file and still holds HEAD. The identity alone is not enough: once that git dir is gone
+    /// (`git worktree remove`), the lower hands its inode number to the next directory made,
+    /// and a fresh work-tree directory served as a git dir maps `.git/index.lock` to a name
+    /// it never finds ("unable to write new index file"). A forgotten identity is dropped.
+    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat, path: &std::ffi::CStr) -> bool {
+        let key = (st.st_dev, st.st_ino);
+        if self.extra_gitdirs.is_empty() || !self.extra_gitdirs.contains_key(&key) {
+            return false;
+        }
+        let mut head = path.to_bytes().to_vec();
+        head.extend_from_slice(b"/HEAD");
+        let holds_head = std::ffi::CString::new(head).is_ok_and(|h| self.lower.stat(&h).is_ok());
+        if !holds_head {
+            self.extra_gitdirs.remove(&key);
+        }
+        holds_head
     }
 }
 

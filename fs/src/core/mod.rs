@@ -92,6 +92,8 @@ pub struct Entry {
     pub entry_ttl: Duration,
     /// Attribute TTL.
     pub attr_ttl: Duration,
+    /// The node's FUSE generation (`inode::Node::generation`).
+    pub generation: u64,
 }
 
 /// The passthrough filesystem over one lower directory.
@@ -283,7 +285,7 @@ impl<L: Layer> Core<L> {
 
     fn entry_for(&self, id: u64, st: &libc::stat, class: Class, ttl: Option<Duration>) -> Entry {
         let p = self.policy(class);
-        Entry { attr: to_attr(id, st), entry_ttl: ttl.unwrap_or(p.entry_ttl), attr_ttl: p.attr_ttl }
+        Entry { attr: to_attr(id, st), entry_ttl: ttl.unwrap_or(p.entry_ttl), attr_ttl: p.attr_ttl, generation: self.inodes.generation(id) }
     }
 
     fn negative(&self, class: Class, ttl: Option<Duration>) -> Result<Entry, Errno> {
@@ -292,29 +294,30 @@ impl<L: Layer> Core<L> {
             return Err(Errno::ENOENT);
         }
         let st = crate::lower::empty_stat();
-        Ok(Entry { attr: to_attr(0, &st), entry_ttl: ttl, attr_ttl: ttl })
+        Ok(Entry { attr: to_attr(0, &st), entry_ttl: ttl, attr_ttl: ttl, generation: 0 })
     }
 
     /// Records a name the core itself just created or found, and builds its entry.
-    pub(crate) fn record(&self, parent: u64, name: &OsStr, child: &names::Child<'_>) -> Result<Entry, Errno> {
+    /// `fresh`: the lower just made the file (not a link to an existing one).
+    pub(crate) fn record(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, fresh: bool) -> Result<Entry, Errno> {
         let st = self.lower.stat(&child.path).map_err(io_err)?;
-        self.record_stat(parent, name, child, st)
+        self.record_stat(parent, name, child, st, fresh)
     }
 
     /// `record`, with the stat already taken (from the new file's own fd).
-    pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat) -> Result<Entry, Errno> {
+    pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat, fresh: bool) -> Result<Entry, Errno> {
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
-        let id = self.found(parent, &child.lower, &st, class, &child.path);
+        let id = self.found(parent, &child.lower, &st, class, &child.path, fresh);
         let entry = self.entry_for(id, &st, class, None);
         // The reply gives the kernel this entry as a lookup would (the share's fault model).
         self.layer.answered(parent, name, Some(id), entry.entry_ttl);
         Ok(entry)
     }
 
-    fn found(&self, parent: u64, name: &OsStr, st: &libc::stat, class: Class, path: &CStr) -> u64 {
+    fn found(&self, parent: u64, name: &OsStr, st: &libc::stat, class: Class, path: &CStr, fresh: bool) -> u64 {
         let pin = || self.lower.open_at(path, libc::O_PATH, 0).ok();
         let pin_ref: Option<&dyn Fn() -> Option<OwnedFd>> = if self.layer.pin(class) { Some(&pin) } else { None };
-        self.inodes.found(Found { parent, name, st, class }, pin_ref)
+        self.inodes.found(Found { parent, name, st, class, fresh }, pin_ref)
     }
 
     /// LOOKUP by process `pid`.
@@ -345,7 +348,7 @@ impl<L: Layer> Core<L> {
                 if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
                     self.note_dotgit_file(&dotgit::rel_path(path), st);
                 }
-                self.class_found(parent_class, name, st)
+                self.class_found(parent_class, name, st, path)
             }
             None => guess,
         };
@@ -364,7 +367,7 @@ impl<L: Layer> Core<L> {
             }
             (Answer::Missing, _) | (_, None) => self.negative(class, ttl),
             (_, Some(st)) => {
-                let id = self.found(parent, &child.lower, &st, class, path);
+                let id = self.found(parent, &child.lower, &st, class, path, false);
                 Ok(self.entry_for(id, &st, class, ttl))
             }
         };

@@ -55,7 +55,7 @@ impl<L: Layer> Core<L> {
             let _ = self.lower.unlink(&child.path, dir);
             return Err(e);
         }
-        self.record(parent, name, child)
+        self.record(parent, name, child, true)
     }
 
     /// MKNOD (fifos, sockets, regular files; devices as the lower allows).
@@ -96,7 +96,7 @@ impl<L: Layer> Core<L> {
         }
         self.lower.link(&old, &new.path).map_err(|e| self.in_parent(newparent, e))?;
         self.listings.forget(newparent);
-        self.record(newparent, newname, &new)
+        self.record(newparent, newname, &new, false)
     }
 
     /// UNLINK by process `who_pid`.
@@ -177,7 +177,7 @@ impl<L: Layer> Core<L> {
         let Ok(st) = self.lower.stat(&child.path) else { return };
         let id = self.inodes.id_for(&st);
         if let Ok(parent_class) = self.class_of(parent) {
-            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st));
+            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st, &child.path));
         }
         // The kernel moved its entry here: the name now holds this node (the share's fault model).
         self.layer.answered(parent, name, Some(id), Duration::ZERO);

@@ -331,6 +331,38 @@ fn worktree(c: &Ctx) {
     c.fsck(&r);
 }
 
+/// A worktree added and removed, then a fresh repository made at once (agent tools do this all
+/// the time): the removed worktree's git dir frees an inode number the next `mkdir` gets, and
+/// that directory is a work-tree directory, not the git dir once known by that number. It used
+/// to be served as one, so the new repository's first `git add` failed with "unable to write new
+/// index file" (ADR 0027). Several rounds, since which number the lower reuses is up to it.
+fn worktree_then_fresh_repo(c: &Ctx) {
+    for round in 0..4 {
+        let base = c.dir(&format!("round-{round}"));
+        let r = base.join("r");
+        std::fs::create_dir(&r).expect("mkdir through seamfs");
+        c.git.run(&r, &["init", "-q"]);
+        write(&r.join("a.txt"), "a\n");
+        c.commit_all(&r, "one");
+        let wt = base.join("w");
+        c.git.run(&r, &["worktree", "add", "-q", &wt.to_string_lossy()]);
+        c.git.run(&r, &["worktree", "remove", &wt.to_string_lossy()]);
+        assert!(!wt.exists(), "round {round}: worktree remove left the directory");
+        c.fsck(&r);
+    }
+    let r = c.dir("fresh");
+    for round in 0..4 {
+        let f = r.join(format!("f{round}"));
+        std::fs::create_dir(&f).expect("mkdir through seamfs");
+        c.git.run(&f, &["init", "-q"]);
+        write(&f.join("b.txt"), "b\n");
+        c.commit_all(&f, "fresh");
+        assert_eq!(c.count(&f, "HEAD"), 1, "round {round}");
+        c.git.assert_clean(&f);
+        c.fsck(&f);
+    }
+}
+
 fn submodule(c: &Ctx) {
     // The submodule's source is a plain repo off the mount.
     let src = c.outside.subdir("libsrc");
@@ -443,4 +475,4 @@ macro_rules! workflows {
     };
 }
 
-workflows!(init_add_commit, branch_checkout_merge, rebase, stash, tag, gc_repack, worktree, submodule, clone);
+workflows!(init_add_commit, branch_checkout_merge, rebase, stash, tag, gc_repack, worktree, worktree_then_fresh_repo, submodule, clone);
