@@ -14,6 +14,7 @@
 //! passthrough = false        # never use FUSE passthrough (default true)
 //! threads = 4                # FUSE worker threads (default 4)
 //! log = "/var/log/seamfs.log"  # the daemon's log (default none)
+//! box_id = "agent-1"         # this box's id (default: from /etc/machine-id)
 //! ```
 
 use std::fmt;
@@ -38,9 +39,11 @@ pub struct FileConfig {
     pub log: Option<PathBuf>,
     /// `feed`: the host change feed's address (`crate::feed::FeedAddr`).
     pub feed: Option<crate::feed::FeedAddr>,
+    /// `box_id`: which box this mount is (`crate::box_id`).
+    pub box_id: Option<crate::box_id::BoxId>,
 }
 
-const KEYS: &str = "index_split, ttl, shared_index_wait_ms, lock_wait_ms, passthrough, threads, log, feed";
+const KEYS: &str = "index_split, ttl, shared_index_wait_ms, lock_wait_ms, passthrough, threads, log, feed, box_id";
 
 fn boolean(n: usize, k: &str, v: &str) -> Result<bool, (usize, String)> {
     v.parse().map_err(|_| (n, format!("{k} must be true or false, not `{v}`")))
@@ -114,6 +117,10 @@ pub fn parse(text: &str) -> Result<FileConfig, (usize, String)> {
                 Some(a) => c.feed = Some(a.parse().map_err(|e| (n, format!("feed: {e}")))?),
                 None => return Err((n, format!("feed must be a quoted address (\"unix:/run/seamd.feed\"), not `{v}`"))),
             },
+            "box_id" => match v.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                Some(id) => c.box_id = Some(crate::box_id::BoxId::parse(id).map_err(|e| (n, e))?),
+                None => return Err((n, format!("box_id must be a quoted id (\"agent-1\"), not `{v}`"))),
+            },
             _ => return Err((n, format!("unknown key `{k}` (known: {KEYS})"))),
         }
     }
@@ -143,6 +150,9 @@ mod tests {
         let c = parse("feed = \"unix:/run/seamd.feed\"\n").unwrap();
         assert_eq!(c.feed, Some(crate::feed::FeedAddr::Unix("/run/seamd.feed".into())));
         assert!(parse("feed = \"tcp:1:2\"").is_err());
+        assert_eq!(parse("box_id = \"b-2\"\n").unwrap().box_id.map(|b| b.to_string()), Some("b-2".into()));
+        assert!(parse("box_id = \"B/2\"").is_err());
+        assert!(parse("box_id = b2").is_err());
         assert_eq!(parse("index_split = maybe").unwrap_err().0, 1);
         assert_eq!(parse("\nfoo = 1").unwrap_err().0, 2);
         assert!(parse("ttl = 99999").is_err());

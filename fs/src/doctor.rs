@@ -77,10 +77,21 @@ fn facts_rows(at: &Path, f: &std::collections::BTreeMap<String, String>, rows: &
     let share = format!("lower {} on {} ({}); seamfs work-tree TTL {} s", get("lower"), get("share_type"), get("share_options"), get("ttl"));
     rows.push(row("share", Severity::Info, at, share, ""));
     if get("index_split") == "true" {
-        rows.push(row("index-split", Severity::Ok, at, "the box has its own index (index-box)".into(), ""));
+        let found = format!("the box has its own index (index-box.{} on the share)", get("box_id"));
+        rows.push(row("index-split", Severity::Ok, at, found, ""));
+        rows.push(box_id_row(at, &get("box_id"), &get("box_id_from")));
     } else {
         let fix = "remount without no_index_split (or index_split = false in seamfs.toml)";
         rows.push(row("index-split", Severity::Warn, at, "index split off: both kernels write one .git/index".into(), fix));
+    }
+}
+
+/// The box id and where it came from: a fallback is a warning (two boxes may share it).
+fn box_id_row(at: &Path, id: &str, from: &str) -> Finding {
+    let found = format!("box id {id} (from {from})");
+    match from {
+        "given" | "machine-id" => row("box-id", Severity::Info, at, found, ""),
+        _ => row("box-id", Severity::Warn, at, found, "give each box its own id: --box-id ID, box_id in seamfs.toml or -o box_id=ID"),
     }
 }
 

@@ -6,6 +6,7 @@
 use std::ffi::OsStr;
 use std::time::Duration;
 
+use crate::index::names::BoxNames;
 use crate::index::seed::SeedOptions;
 use crate::policy::{cache_policy, classify, CachePolicy, Class, Ttls};
 
@@ -61,6 +62,11 @@ pub trait Layer: Send + Sync + 'static {
         false
     }
 
+    /// This box's lower names (`index-box.<id>`...).
+    fn names(&self) -> &BoxNames {
+        &DEFAULT_NAMES
+    }
+
     /// How the first touch seeds `index-box`.
     fn seed_options(&self) -> SeedOptions {
         SeedOptions::default()
@@ -101,11 +107,17 @@ pub struct GitLayer {
     pub seed: SeedOptions,
     /// The host change feed's state, when one is configured (`crate::feed`).
     pub feed: Option<&'static crate::feed::FeedLive>,
+    /// This box's id and the lower names it gives (one mount per process: leaked once).
+    pub names: &'static BoxNames,
 }
+
+/// The names of a layer nobody gave an id (library use; `seamfs mount` always gives one).
+static DEFAULT_NAMES: std::sync::LazyLock<BoxNames> =
+    std::sync::LazyLock::new(|| BoxNames::new(crate::box_id::BoxId::parse("box").expect("a valid id")));
 
 impl Default for GitLayer {
     fn default() -> Self {
-        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default(), feed: None }
+        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default(), feed: None, names: &DEFAULT_NAMES }
     }
 }
 
@@ -124,6 +136,10 @@ impl Layer for GitLayer {
 
     fn index_split(&self) -> bool {
         self.index_split
+    }
+
+    fn names(&self) -> &BoxNames {
+        self.names
     }
 
     fn seed_options(&self) -> SeedOptions {

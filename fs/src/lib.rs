@@ -29,6 +29,7 @@
 
 // Shared with seamd, and built on every host (macOS too): the lower, reads of the other
 // side's bytes, the heal rule, index checks, the feed's wire format, the verdict, the report.
+pub mod box_id;
 pub mod feed;
 pub mod gitdata;
 pub mod heal;

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use seamfs::box_id::{BoxId, Source};
 use seamfs::config::{self, FileConfig};
+use seamfs::index::names::BoxNames;
 use seamfs::core::{Core, CoreOptions};
 use seamfs::layer::GitLayer;
 use seamfs::lower::Lower;
@@ -71,7 +73,7 @@ struct MountArgs {
     /// Log file for the daemon (default: no log once daemonised).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
-    /// Let the box use the shared index instead of its own `index-box`.
+    /// Let the box use the shared index instead of its own `index-box.ID`.
     #[arg(long)]
     no_index_split: bool,
     /// How long a box lock create waits behind a host-held lock before EEXIST, in ms [default: 1000].
@@ -88,6 +90,10 @@ struct MountArgs {
     /// until the host changes it, and box watchers see host edits.
     #[arg(long, value_name = "ADDR")]
     feed: Option<seamfs::feed::FeedAddr>,
+    /// This box's id (1-32 of a-z 0-9 _ -): its index on the share is `index-box.ID`, and every
+    /// other box is another side, as the host is [default: from /etc/machine-id].
+    #[arg(long, value_name = "ID")]
+    box_id: Option<String>,
 }
 
 fn main() {
@@ -192,9 +198,32 @@ fn resolve(a: &MountArgs) -> Result<(PathBuf, PathBuf, bool), MountError> {
     Ok((lower, mnt, over))
 }
 
+/// The box id: `--box-id`, else `box_id` in the file, else this machine's (`box_id::default_id`).
+fn box_id(a: &MountArgs, file: &FileConfig, mnt: &Path) -> Result<(BoxId, Source), MountError> {
+    match (&a.box_id, &file.box_id) {
+        (Some(s), _) => BoxId::parse(s).map(|id| (id, Source::Given)).map_err(|e| MountError::usage("parse --box-id", mnt, e)),
+        (None, Some(id)) => Ok((id.clone(), Source::Given)),
+        (None, None) => Ok(seamfs::box_id::default_id()),
+    }
+}
+
+/// Says in the log where a default box id came from, and what to do when it is a fallback.
+fn log_box_id(id: &BoxId, source: Source) {
+    if !source.is_fallback() {
+        tracing::info!(box_id = %id, from = source.as_str(), "box id");
+    } else {
+        tracing::warn!(
+            box_id = %id,
+            from = source.as_str(),
+            "/etc/machine-id is missing or malformed: box id taken from a fallback; give each box its own with --box-id (two boxes with one id share one index)"
+        );
+    }
+}
+
 fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     let (lower_path, mnt, over) = resolve(&a)?;
     let file = load_config(a.config.as_deref())?;
+    let (box_id, box_id_source) = box_id(&a, &file, &mnt)?;
     let ttl = a.ttl.or(file.ttl).unwrap_or(1.0);
     if !(0.0..=3600.0).contains(&ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
@@ -225,6 +254,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         seamfs::init_logging("info");
         n
     };
+    log_box_id(&box_id, box_id_source);
     if let Some(why) = lower.stale_pages() {
         tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
     }
@@ -236,6 +266,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         ttls: Ttls { work_tree: Duration::from_secs_f64(ttl), ..Ttls::default() },
         index_split,
         feed: feed_live,
+        names: Box::leak(Box::new(BoxNames::new(box_id.clone()))),
         ..GitLayer::default()
     };
     if let Some(ms) = a.shared_index_wait_ms.or(file.shared_index_wait_ms) {
@@ -250,6 +281,8 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         ("share_options".into(), share.as_ref().map(|m| m.options.clone()).unwrap_or_default()),
         ("ttl".into(), ttl.to_string()),
         ("index_split".into(), index_split.to_string()),
+        ("box_id".into(), box_id.to_string()),
+        ("box_id_from".into(), box_id_source.as_str().into()),
         ("lock_wait_ms".into(), lock_wait_ms.to_string()),
     ];
     let opts = CoreOptions {

@@ -33,6 +33,7 @@ pub const OPTIONS: &[Opt] = &[
     Opt { name: "shared_index_wait_ms", flag: "--shared-index-wait-ms", toml: Some("shared_index_wait_ms = MS"), value: true },
     Opt { name: "threads", flag: "--threads", toml: Some("threads = N"), value: true },
     Opt { name: "feed", flag: "--feed", toml: Some("feed = \"ADDR\""), value: true },
+    Opt { name: "box_id", flag: "--box-id", toml: Some("box_id = \"ID\""), value: true },
     Opt { name: "config", flag: "--config", toml: None, value: true },
     Opt { name: "over", flag: "--over", toml: None, value: false },
 ];
@@ -126,10 +127,10 @@ mod tests {
 
     #[test]
     fn helper_argv_maps_options_to_flags() {
-        let a = helper_argv(&os(&["/share", "/mnt", "-o", "rw,noauto,ttl=0.5,no_index_split,lock_wait_ms=300,x-systemd.after=a"]))
+        let a = helper_argv(&os(&["/share", "/mnt", "-o", "rw,noauto,ttl=0.5,no_index_split,lock_wait_ms=300,x-systemd.after=a,box_id=b2"]))
             .unwrap()
             .unwrap();
-        assert_eq!(a, os(&["mount", "/share", "/mnt", "--ttl", "0.5", "--no-index-split", "--lock-wait-ms", "300"]));
+        assert_eq!(a, os(&["mount", "/share", "/mnt", "--ttl", "0.5", "--no-index-split", "--lock-wait-ms", "300", "--box-id", "b2"]));
         let o = helper_argv(&os(&["/w", "/w", "-n", "-o", "over,log=/var/log/s.log"])).unwrap().unwrap();
         assert_eq!(o, os(&["mount", "--over", "/w", "--log", "/var/log/s.log"]));
         assert!(helper_argv(&os(&["/a", "/b", "-f"])).unwrap().is_none());

@@ -282,7 +282,7 @@ impl<L: Layer> Core<L> {
         if !self.layer.guards() {
             return Ok(());
         }
-        if self.layer.index_split() && *child.lower == *crate::index::names::INDEX_BOX_LOCK {
+        if self.layer.index_split() && *child.lower == *self.layer.names().index_lock() {
             // Git takes the index lock before it reads the index: a reverse heal put off until
             // the read would meet the lock and skip, and the box would commit its stale index
             // over a host move (reverting the host's files). Heal first.
@@ -538,7 +538,7 @@ impl<L: Layer> Core<L> {
         self.finish_heals(std::mem::take(&mut after.heals), true);
         self.judge.locks.released(&after.lock);
         let lock_name = Path::new(OsStr::from_bytes(after.lock.to_bytes())).file_name();
-        if self.layer.index_split() && lock_name == Some(OsStr::new(crate::index::names::INDEX_BOX_LOCK)) {
+        if self.layer.index_split() && lock_name == Some(OsStr::new(self.layer.names().index_lock())) {
             self.index_written(after.proc_, &after.dir);
         }
         if matches!(after.target, Target::Ref(_)) {

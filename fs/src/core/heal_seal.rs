@@ -1,9 +1,9 @@
 //! The heal, sealed to the move: when a box transaction moves a checked-out branch (or a
 //! HEAD), the shared index of every work tree on it is healed under its `index.lock`, taken
-//! before the ref rename and renamed in right after it; the box's own `index-box` records the
-//! move as its sync point. When the lock is not had in time, or an operation is in progress,
-//! a proposal file is left for `seamd`. After a host move, the box's next touch of its index
-//! heals `index-box` the same way (`reverse_heal`).
+//! before the ref rename and renamed in right after it; the box's own `index-box.<id>` records
+//! the move as its sync point. When the lock is not had in time, or an operation is in
+//! progress, a proposal file is left for `seamd`. After a move by the host or another box, the
+//! box's next touch of its index heals `index-box.<id>` the same way (`reverse_heal`).
 
 use std::ffi::CString;
 use std::io::Write;
@@ -17,14 +17,14 @@ use super::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
-use crate::index::names::{INDEX_BOX, INDEX_BOX_LOCK, SHARED_INDEX};
+use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
 use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
 
-/// The box's sync point: the commit `index-box` was last in step with.
-const BASE: &str = "index-box.seam-base";
+/// The most other boxes' indexes a reverse heal reads as hints (newest first).
+const OTHER_BOX_HINTS: usize = 3;
 
 /// A healed shared index waiting, under its lock, for the ref rename to go through.
 #[derive(Debug)]
@@ -126,8 +126,10 @@ impl<L: Layer> Core<L> {
         let objects = self.objects_dir(&common);
         // The box's index holds the new tree when the box committed from it: its commit's
         // `index.lock` (renamed in after the ref), else the index itself.
-        let read = |name: &'static str| move || read_lower(&self.lower, &gitdir.join(name)).ok().flatten();
-        let (from_lock, from_index) = (read(INDEX_BOX_LOCK), read(INDEX_BOX));
+        let names = self.layer.names();
+        let (lock_path, index_path) = (gitdir.join(names.index_lock()), gitdir.join(names.index()));
+        let from_lock = || read_lower(&self.lower, &lock_path).ok().flatten();
+        let from_index = || read_lower(&self.lower, &index_path).ok().flatten();
         let hints: [Hint; 2] = [&from_lock, &from_index];
         let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
         let healed = match heal_with(&objects, &bytes, old, new, opts) {
@@ -286,7 +288,8 @@ impl<L: Layer> Core<L> {
     }
 
     pub(crate) fn set_base(&self, gitdir: &Path, commit: &str) {
-        let tmp = gitdir.join(format!("{BASE}.tmp.{}", std::process::id()));
+        let base = self.layer.names().base();
+        let tmp = gitdir.join(format!("{base}.tmp.{}", std::process::id()));
         let ctmp = cpath(&tmp);
         let _ = self.lower.unlink(&ctmp, false);
         if let Ok(fd) = self.lower.open_at(&ctmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
@@ -301,7 +304,7 @@ impl<L: Layer> Core<L> {
                 // On the server before the rename publishes it: a share that caches writes (9p
                 // cache=loose) would otherwise let the next fresh read find it empty.
                 super::guard::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
-                let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(BASE)), 0);
+                let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(base)), 0);
                 return;
             }
         }
@@ -309,11 +312,11 @@ impl<L: Layer> Core<L> {
     }
 
     fn base(&self, gitdir: &Path) -> Option<String> {
-        read_lower(&self.lower, &gitdir.join(BASE)).ok().flatten().map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        read_lower(&self.lower, &gitdir.join(self.layer.names().base())).ok().flatten().map(|b| String::from_utf8_lossy(&b).trim().to_string())
     }
 
-    /// The box touches its index: if HEAD moved since `index-box`'s sync point (a host move:
-    /// box moves advance the sync point), heal `index-box` onto it.
+    /// The box touches its index: if HEAD moved since its sync point (a move by the host or
+    /// another box: this box's moves advance the sync point), heal `index-box.<id>` onto it.
     pub(crate) fn reverse_heal(&self, gitdir: &Path) {
         let _one_at_a_time = self.reverse_heals.lock();
         if self.reverse_heal_copies(gitdir) {
@@ -332,10 +335,11 @@ impl<L: Layer> Core<L> {
             return false;
         }
         // A heal rewrites the box's staging: what it acts on is read again, checked against
-        // the share's listings, so a stale HEAD, branch or index-box never drives it (a branch
+        // the share's listings, so a stale HEAD, branch or box index never drives it (a branch
         // reading missing falls back to packed-refs and would heal the box back in time).
+        let names = self.layer.names();
         let verified = GitDirRef::open(&self.lower, gitdir.to_path_buf()).verified();
-        let (Ok(HeadOid::At(head)), Ok(Some(base))) = (verified.head_oid(), read_lower_verified(&self.lower, &gitdir.join(BASE)))
+        let (Ok(HeadOid::At(head)), Ok(Some(base))) = (verified.head_oid(), read_lower_verified(&self.lower, &gitdir.join(names.base())))
         else {
             return false;
         };
@@ -343,18 +347,25 @@ impl<L: Layer> Core<L> {
         if base == head {
             return false;
         }
-        let index = gitdir.join(INDEX_BOX);
+        let index = gitdir.join(names.index());
         let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return false };
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        // The host's index usually holds the tree it moved HEAD to.
+        // The mover's index usually holds the tree it moved HEAD to: the host's shared index
+        // (a box's sealed heal writes it too), else the other box that committed.
         let shared = || read_lower(&self.lower, &gitdir.join(SHARED_INDEX)).ok().flatten();
-        let hints: [Hint; 1] = [&shared];
+        let others: Vec<_> = self
+            .other_box_indexes(gitdir)
+            .into_iter()
+            .map(|p| move || read_lower(&self.lower, &p).ok().flatten())
+            .collect();
+        let mut hints: Vec<Hint> = vec![&shared];
+        hints.extend(others.iter().map(|f| f as Hint));
         let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
         let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, opts);
         drop(bytes);
         match outcome {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
-                let lock = cpath(&gitdir.join("index-box.lock"));
+                let lock = cpath(&gitdir.join(names.index_lock()));
                 // A box git holding its own index lock is mid-write: heal on the next touch.
                 let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return true };
                 self.same_owner_and_mode(&fd, &index);
@@ -362,7 +373,7 @@ impl<L: Layer> Core<L> {
                 if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
                     && self.lower.rename(&lock, &cpath(&index), 0).is_ok()
                 {
-                    info!(gitdir = %gitdir.display(), from = %base, to = %head, "index-box healed after a host move");
+                    info!(gitdir = %gitdir.display(), from = %base, to = %head, "box index healed after a move by the host or another box");
                     self.set_base(gitdir, &head);
                 } else {
                     let _ = self.lower.unlink(&lock, false);
@@ -372,12 +383,29 @@ impl<L: Layer> Core<L> {
             Ok(HealOutcome::Refused(r)) => {
                 // Reported once per move; the staging stays as it is.
                 if self.judge.first_time(format!("box {} {head}", gitdir.display())) {
-                    warn!(gitdir = %gitdir.display(), "index-box not healed after a host move: {r}");
+                    warn!(gitdir = %gitdir.display(), "box index not healed after a move by the host or another box: {r}");
                 }
             }
-            Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "index-box not healed after a host move"),
+            Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "box index not healed after a move by the host or another box"),
         }
         true
+    }
+
+    /// Other boxes' indexes in `gitdir` (lower-relative), most recently written first, at
+    /// most [`OTHER_BOX_HINTS`]: hints for a heal after one of them committed.
+    fn other_box_indexes(&self, gitdir: &Path) -> Vec<PathBuf> {
+        let names = self.layer.names();
+        let Ok(listed) = self.lower.list(&cpath(gitdir)) else { return Vec::new() };
+        let mut found: Vec<(i64, PathBuf)> = listed
+            .into_iter()
+            .filter(|(n, _)| names.is_other_box_index(n))
+            .filter_map(|(n, _)| {
+                let p = gitdir.join(n);
+                self.lower.stat(&cpath(&p)).ok().map(|st| (st.st_mtime, p))
+            })
+            .collect();
+        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.into_iter().take(OTHER_BOX_HINTS).map(|(_, p)| p).collect()
     }
 
     /// A box process looks up its index: note the sync point it reads it at (its first read
@@ -394,14 +422,14 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// A box process renamed its lock onto `index-box`: what it wrote derives from what it
+    /// A box process renamed its lock onto `index-box.<id>`: what it wrote derives from what it
     /// read. `git commit` reads the index, then takes the lock (the reverse heal runs there),
     /// then writes what it read: if the sync point moved in between, the written index is
     /// still at the old one, so the sync point goes back and the next touch heals again.
     pub(crate) fn index_written(&self, p: Proc, gitdir: &Path) {
         let Some(read_at) = self.judge.tracker.take_index_read(p, gitdir) else { return };
         if self.base(gitdir).is_some_and(|now| now != read_at) {
-            info!(gitdir = %gitdir.display(), sync_point = %read_at, "index-box rewritten from a read before a heal: healing it again on the next touch");
+            info!(gitdir = %gitdir.display(), sync_point = %read_at, "box index rewritten from a read before a heal: healing it again on the next touch");
             self.set_base(gitdir, &read_at);
         }
     }

@@ -2,12 +2,14 @@
 //! durably beside them, so a seamfs that died holding one does not block host git for good.
 //!
 //! Right after it takes `<gitdir>/index.lock`, seamfs writes `<gitdir>/index.seam-held`
-//! (hidden from the box like every `index.seam-*` name): this machine, this boot, its pid and
-//! start time, and the lock file's inode number; it removes the record right after releasing
-//! the lock. On start, seamfs looks for records in the git dirs near the lower's root; one this
-//! machine wrote whose owner is gone (another boot, or a pid that no longer runs with that start
-//! time) has its lock removed, only while the name still holds that very inode. A record from
-//! another machine (a second box on the same checkout) is left alone.
+//! (hidden from the box like every `index.seam-*` name): this machine, this boot, this box's id,
+//! its pid and start time, and the lock file's inode number; it removes the record right after
+//! releasing the lock. On start, seamfs looks for records in the git dirs near the lower's root;
+//! one this box on this machine wrote whose owner is gone (another boot, or a pid that no longer
+//! runs with that start time) has its lock removed, only while the name still holds that very
+//! inode. A record from another box (another id, or another machine) is left alone: that box's
+//! lock is a foreign lock, waited for and never reaped (ADR 0028), even when cloned VMs share
+//! a machine id.
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -33,6 +35,8 @@ const LOCK: &str = "index.lock";
 struct Record {
     machine: String,
     boot: String,
+    /// The box id; None in a record of a seamfs before box ids (format 1).
+    box_id: Option<String>,
     pid: u32,
     start: u64,
     ino: u64,
@@ -61,31 +65,37 @@ fn here() -> (String, String) {
 }
 
 impl Record {
-    fn mine(ino: u64, born: u128) -> Record {
+    fn mine(box_id: &str, ino: u64, born: u128) -> Record {
         let (machine, boot) = here();
         let pid = std::process::id();
-        Record { machine, boot, pid, start: start_time(pid).unwrap_or(0), ino, born }
+        Record { machine, boot, box_id: Some(box_id.into()), pid, start: start_time(pid).unwrap_or(0), ino, born }
     }
 
     fn text(&self) -> String {
-        format!("seamfs-held 1\nmachine {}\nboot {}\nowner {} {}\nlock {LOCK} {} {}\n", self.machine, self.boot, self.pid, self.start, self.ino, self.born)
+        let (m, b, id) = (&self.machine, &self.boot, self.box_id.as_deref().unwrap_or(""));
+        format!("seamfs-held 2\nmachine {m}\nboot {b}\nbox {id}\nowner {} {}\nlock {LOCK} {} {}\n", self.pid, self.start, self.ino, self.born)
     }
 
     fn parse(text: &str) -> Option<Record> {
         let mut lines = text.lines();
-        (lines.next()? == "seamfs-held 1").then_some(())?;
+        let format = lines.next()?.strip_prefix("seamfs-held ")?;
         let machine = lines.next()?.strip_prefix("machine ")?.to_string();
         let boot = lines.next()?.strip_prefix("boot ")?.to_string();
+        let box_id = match format {
+            "1" => None,
+            "2" => Some(lines.next()?.strip_prefix("box ")?.to_string()),
+            _ => return None,
+        };
         let (pid, start) = lines.next()?.strip_prefix("owner ")?.split_once(' ')?;
         let (ino, born) = lines.next()?.strip_prefix(&format!("lock {LOCK} "))?.split_once(' ')?;
-        Some(Record { machine, boot, pid: pid.parse().ok()?, start: start.parse().ok()?, ino: ino.parse().ok()?, born: born.parse().ok()? })
+        Some(Record { machine, boot, box_id, pid: pid.parse().ok()?, start: start.parse().ok()?, ino: ino.parse().ok()?, born: born.parse().ok()? })
     }
 
-    /// Whether its writer is certainly gone: this machine, and another boot or a dead process.
-    /// Unknown machine ids never match, so nothing is released on a guess.
-    fn owner_dead(&self) -> bool {
+    /// Whether its writer is certainly gone: this box on this machine, and another boot or a
+    /// dead process. Unknown machine ids never match, so nothing is released on a guess.
+    fn owner_dead(&self, box_id: &str) -> bool {
         let (machine, boot) = here();
-        if machine.is_empty() || self.machine != machine {
+        if machine.is_empty() || self.machine != machine || self.box_id.as_deref().is_some_and(|b| b != box_id) {
             return false;
         }
         self.boot != boot || !(Proc { pid: self.pid, start: self.start }).alive()
@@ -102,7 +112,7 @@ impl<L: Layer> Core<L> {
         let rec = cpath(&gitdir.join(HELD));
         let written = self.lower.open_at(&rec, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).and_then(|fd| {
             let mut f = std::fs::File::from(fd);
-            f.write_all(Record::mine(st.st_ino, born).text().as_bytes())?;
+            f.write_all(Record::mine(self.layer.names().id().as_str(), st.st_ino, born).text().as_bytes())?;
             f.sync_all()
         });
         if let Err(e) = written {
@@ -128,14 +138,14 @@ fn birth(dirfd: std::os::fd::RawFd, rel: &std::ffi::CStr, flags: i32) -> u128 {
     x.stx_btime.tv_sec.max(0) as u128 * 1_000_000_000 + x.stx_btime.tv_nsec as u128
 }
 
-/// Releases `<gitdir>/index.lock` if a record says a seamfs that is gone held it, and the
-/// name still holds that file. Returns whether a lock was removed.
-pub fn release_dead(lower: &Lower, gitdir: &Path) -> bool {
+/// Releases `<gitdir>/index.lock` if a record says a seamfs of box `box_id` that is gone held
+/// it, and the name still holds that file. Returns whether a lock was removed.
+pub fn release_dead(lower: &Lower, gitdir: &Path, box_id: &str) -> bool {
     let rec_path = gitdir.join(HELD);
     let Some(rec) = read_lower(lower, &rec_path).ok().flatten().and_then(|b| Record::parse(&String::from_utf8_lossy(&b))) else {
         return false;
     };
-    if !rec.owner_dead() {
+    if !rec.owner_dead(box_id) {
         return false;
     }
     let lock = cpath(&gitdir.join(LOCK));
@@ -177,9 +187,10 @@ fn candidates(lower: &Lower) -> Vec<PathBuf> {
     all
 }
 
-/// At start: releases every lock a dead seamfs left in the git dirs [`candidates`] names.
-pub fn release_all_dead(lower: &Lower) -> usize {
-    candidates(lower).iter().filter(|d| release_dead(lower, d)).count()
+/// At start: releases every lock a dead seamfs of this box left in the git dirs [`candidates`]
+/// names.
+pub fn release_all_dead(lower: &Lower, box_id: &str) -> usize {
+    candidates(lower).iter().filter(|d| release_dead(lower, d, box_id)).count()
 }
 
 #[cfg(test)]
@@ -188,11 +199,14 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_judge_their_owner() {
-        let me = Record::mine(42, 7);
+        let me = Record::mine("b1", 42, 7);
         assert_eq!(Record::parse(&me.text()), Some(me.clone()));
-        assert!(!me.owner_dead(), "this process is alive");
-        assert!(Record { boot: "another boot".into(), ..me.clone() }.owner_dead());
-        assert!(!Record { machine: "another machine".into(), boot: "x".into(), ..me.clone() }.owner_dead());
+        assert!(!me.owner_dead("b1"), "this process is alive");
+        assert!(Record { boot: "another boot".into(), ..me.clone() }.owner_dead("b1"));
+        assert!(!Record { boot: "another boot".into(), ..me.clone() }.owner_dead("b2"), "another box's lock is never reaped");
+        assert!(!Record { machine: "another machine".into(), boot: "x".into(), ..me.clone() }.owner_dead("b1"));
         assert_eq!(Record::parse("seamfs-held 1\nmachine m\n"), None);
+        let v1 = "seamfs-held 1\nmachine m\nboot b\nowner 1 2\nlock index.lock 3 4\n";
+        assert_eq!(Record::parse(v1).map(|r| r.box_id), Some(None), "an older seamfs's record still parses");
     }
 }

@@ -1,4 +1,4 @@
-//! The index split's two moments: the first touch of a git dir's `index` seeds `index-box`, and
+//! The index split's two moments: the first touch of a git dir's `index` seeds `index-box.<id>`, and
 //! the box committing its index (rename onto `index`) publishes a shared index the host lacks.
 
 use std::ffi::{CStr, OsStr};
@@ -9,7 +9,7 @@ use tracing::{info, warn};
 
 use super::Core;
 use crate::gitdata::{cpath, read_lower};
-use crate::index::names::{to_box, INDEX_BOX, SHARED_INDEX};
+use crate::index::names::{LEGACY_INDEX_BOX, SHARED_INDEX};
 use crate::index::seed::{ensure_index_box, publish, NewFile, SeedOptions, Seeded};
 use crate::layer::Layer;
 use crate::policy::Class;
@@ -29,7 +29,7 @@ impl<L: Layer> Core<L> {
         }
         let Ok(listed) = self.lower.list(path) else { return false };
         let names: Vec<std::ffi::OsString> = listed.into_iter().map(|(n, _)| n).collect();
-        if names.is_empty() || names.iter().any(|n| to_box(n).is_some()) {
+        if names.is_empty() || names.iter().any(|n| self.layer.names().to_box(n).is_some()) {
             return false;
         }
         let dir = super::dotgit::rel_path(path);
@@ -42,7 +42,8 @@ impl<L: Layer> Core<L> {
             return false;
         }
         let has = |n: &str| listed.iter().any(|x| x.lower == n);
-        if !has(SHARED_INDEX) || has(INDEX_BOX) {
+        // An older seamfs's index is this box's to take over, as a shared index is to copy.
+        if !(has(SHARED_INDEX) || has(LEGACY_INDEX_BOX)) || has(self.layer.names().index()) {
             return false;
         }
         self.seed_index(dir).is_ok()
@@ -67,14 +68,14 @@ impl<L: Layer> Core<L> {
         Ok((rel, NewFile { uid: st.st_uid, gid: st.st_gid, mode }, by_box))
     }
 
-    /// First touch: make sure `index-box` exists (or that the branch is truly unborn). In a
+    /// First touch: make sure `index-box.<id>` exists (or that the branch is truly unborn). In a
     /// git dir the box made, a missing index is the truth, not a stale read of the host's: no
     /// stand-in is built from HEAD, so a repository copied in (`cp -R`, `tar -x`) gets exactly
     /// the index it copies, when it copies it.
     pub(crate) fn seed_index(&self, gitdir: u64) -> Result<(), Errno> {
         let (rel, owner, by_box) = self.gitdir_of(gitdir)?;
         let opts = SeedOptions { stand_in: !by_box, ..self.layer.seed_options() };
-        match ensure_index_box(&self.lower, &rel, owner, opts) {
+        match ensure_index_box(&self.lower, &rel, self.layer.names(), owner, opts) {
             Ok(Seeded::Present) => {
                 self.reverse_heal(&rel);
                 Ok(())
@@ -87,7 +88,7 @@ impl<L: Layer> Core<L> {
             }
             Ok(Seeded::Unborn | Seeded::Absent) => Ok(()),
             Err(e) => {
-                warn!(error = %e, "index-box not seeded; the box's git gets EIO instead of an empty index");
+                warn!(error = %e, "box index not seeded; the box's git gets EIO instead of an empty index");
                 Err(Errno::EIO)
             }
         }
@@ -106,14 +107,14 @@ impl<L: Layer> Core<L> {
         if self.lower.stat(&cshared).is_ok() {
             return;
         }
-        match read_lower(&self.lower, &rel.join(INDEX_BOX)) {
+        match read_lower(&self.lower, &rel.join(self.layer.names().index())) {
             Ok(Some(bytes)) => match publish(&self.lower, &shared, &bytes, owner) {
                 Ok(true) => info!(gitdir = %rel.display(), "published the box's index as the shared index (there was none)"),
                 Ok(false) => {}
                 Err(e) => warn!(error = %e, "publishing a shared index failed"),
             },
             Ok(None) => {}
-            Err(e) => warn!(gitdir = %rel.display(), error = %e, "reading index-box to publish it failed"),
+            Err(e) => warn!(gitdir = %rel.display(), error = %e, "reading the box index to publish it failed"),
         }
     }
 }

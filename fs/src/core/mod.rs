@@ -138,7 +138,7 @@ impl<L: Layer> Core<L> {
         let judge = Arc::new(Judge::default());
         if layer.guards() {
             match crate::judge::procs::proc_mismatch() {
-                None => start_reaper(judge.clone(), lower.try_clone()?),
+                None => start_reaper(judge.clone(), lower.try_clone()?, layer.names().id().to_string()),
                 Some(why) => tracing::warn!(
                     reason = %why,
                     "no lock reaper: box processes cannot be told alive or dead here, so a dead box process's lock stays until removed by hand; mount seamfs where /proc is its own pid namespace's"
@@ -495,10 +495,10 @@ pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
 }
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
-fn start_reaper(judge: Arc<Judge>, lower: Lower) {
+fn start_reaper(judge: Arc<Judge>, lower: Lower, box_id: String) {
     let spawned = crate::signals::spawn_blocked("seam-reaper", move || {
-        // First the locks a seamfs that died here left (its records, `held`).
-        held::release_all_dead(&lower);
+        // First the locks a seamfs of this box that died here left (its records, `held`).
+        held::release_all_dead(&lower, &box_id);
         let mut ticks = 0u32;
         loop {
             std::thread::sleep(crate::judge::locks::REAP_EVERY);

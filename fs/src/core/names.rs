@@ -1,5 +1,6 @@
 //! Box names ↔ lower names. With the index split on, a git dir's `index` and `index.lock` live
-//! on the lower as `index-box` and `index-box.lock`, and some lower names are never shown.
+//! on the lower as `index-box.<id>` and `index-box.<id>.lock`, and some lower names are never
+//! shown (the mapping itself: `index::names::BoxNames`).
 
 use std::borrow::Cow;
 use std::ffi::OsStr;
@@ -7,7 +8,7 @@ use std::ffi::OsStr;
 use fuser::Errno;
 
 use super::Core;
-use crate::index::names::{to_box, to_lower, ToLower};
+use crate::index::names::ToLower;
 use crate::layer::Layer;
 use crate::policy::Class;
 
@@ -28,7 +29,7 @@ impl<L: Layer> Core<L> {
     /// Resolves a box name in `parent`; a name the box may not address is ENOENT.
     pub(crate) fn child<'a>(&self, parent: u64, name: &'a OsStr) -> Result<Child<'a>, Errno> {
         let lower = if self.splits(self.class_of(parent)?) {
-            match to_lower(name) {
+            match self.layer.names().to_lower(name) {
                 ToLower::Same => Cow::Borrowed(name),
                 ToLower::Renamed(l) => Cow::Owned(l.into()),
                 ToLower::Hidden => return Err(Errno::ENOENT),
@@ -48,7 +49,7 @@ impl<L: Layer> Core<L> {
     /// The name the box sees for a lower entry of directory `dir`; None when hidden.
     pub(crate) fn box_name<'a>(&self, dir_class: Class, lower: &'a OsStr) -> Option<&'a OsStr> {
         if self.splits(dir_class) {
-            to_box(lower)
+            self.layer.names().to_box(lower)
         } else {
             Some(lower)
         }

@@ -1,9 +1,10 @@
 //! The box's own operation state (`rebase-merge/`, `MERGE_HEAD`... that box git made through
-//! seamfs), kept durably in `<gitdir>/index.seam-ops` beside it, so a seamfs restarted during
-//! the box's own rebase still knows the rebase is the box's and lets `rebase --continue` move
-//! HEAD. One name a line after a first line naming this machine; a record another machine
-//! wrote (a second box on the checkout) is not the box's, and names outside `OP_STATE` are
-//! ignored. Hidden from the box like every `index.seam-*` name.
+//! seamfs), kept durably in `<gitdir>/index-box.<id>.seam-ops` beside it, so a seamfs restarted
+//! during the box's own rebase still knows the rebase is the box's and lets `rebase --continue`
+//! move HEAD. One record per box: another box's rebase is the other side's, as the host's is
+//! (ADR 0028). One name a line after a first line naming the box; names outside `OP_STATE`
+//! are ignored. An older seamfs's `index.seam-ops` (one per machine) is read when this box has
+//! no record of its own yet, and removed at the next save. Hidden from the box.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,9 +17,7 @@ use crate::layer::Layer;
 
 use super::held::machine;
 use super::Core;
-
-/// The record's name in a git dir.
-pub const OWN_OPS: &str = "index.seam-ops";
+use crate::index::names::LEGACY_OWN_OPS;
 
 impl<L: Layer> Core<L> {
     /// Records that the box made (`present`) or removed operation state `name` in `gitdir`.
@@ -39,10 +38,17 @@ impl<L: Layer> Core<L> {
             return;
         }
         self.judge.tracker.know_own_ops(gitdir);
-        let Some(bytes) = read_lower(&self.lower, &gitdir.join(OWN_OPS)).ok().flatten() else { return };
+        let read = |name: &str| read_lower(&self.lower, &gitdir.join(name)).ok().flatten();
+        let (bytes, first) = match read(self.layer.names().own_ops()) {
+            Some(b) => (b, self.own_ops_header()),
+            None => match read(LEGACY_OWN_OPS) {
+                Some(b) => (b, format!("machine {}", machine())),
+                None => return,
+            },
+        };
         let text = String::from_utf8_lossy(&bytes);
         let mut lines = text.lines();
-        if lines.next() != Some(&format!("machine {}", machine())) {
+        if lines.next() != Some(&first) {
             return;
         }
         for name in lines.filter(|n| OP_STATE.contains(n)) {
@@ -50,15 +56,26 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// The record's first line: the box it belongs to.
+    fn own_ops_header(&self) -> String {
+        format!("box {}", self.layer.names().id())
+    }
+
     /// Writes the record in place (a torn one names fewer ops: the safe side), or removes it.
     fn save_own_ops(&self, gitdir: &Path) {
-        let path = cpath(&gitdir.join(OWN_OPS));
+        let path = cpath(&gitdir.join(self.layer.names().own_ops()));
+        // This box's record replaces the older one this machine wrote (not another machine's).
+        let legacy = gitdir.join(LEGACY_OWN_OPS);
+        let ours = format!("machine {}\n", machine());
+        if read_lower(&self.lower, &legacy).ok().flatten().is_some_and(|b| b.starts_with(ours.as_bytes())) {
+            let _ = self.lower.unlink(&cpath(&legacy), false);
+        }
         let ops = self.judge.tracker.own_ops(gitdir);
         if ops.is_empty() {
             let _ = self.lower.unlink(&path, false);
             return;
         }
-        let text = format!("machine {}\n{}\n", machine(), ops.join("\n"));
+        let text = format!("{}\n{}\n", self.own_ops_header(), ops.join("\n"));
         let written = self.lower.open_at(&path, libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644).and_then(|fd| {
             let mut f = std::fs::File::from(fd);
             f.write_all(text.as_bytes())?;

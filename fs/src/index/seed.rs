@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{info, warn};
 
-use super::names::{INDEX_BOX, SHARED_INDEX};
+use super::names::{BoxNames, SHARED_INDEX};
 use super::validate::{check, BadIndex};
 use crate::gitdata::{cpath, read_lower, GitDirRef, HeadOid, RefError};
 use crate::lower::Lower;
@@ -99,11 +99,11 @@ impl fmt::Display for SeedError {
         match self {
             SeedError::BranchHidden { gitdir, branch } => write!(
                 f,
-                "seed {}/index-box: branch {branch} reads as absent but has a reflog; not seeding an empty index (retry once the share settles)",
+                "seed the box index in {}: branch {branch} reads as absent but has a reflog; not seeding an empty index (retry once the share settles)",
                 gitdir.display()
             ),
-            SeedError::Ref { gitdir, source } => write!(f, "seed {}/index-box: {source}", gitdir.display()),
-            SeedError::Tree { gitdir, cause } => write!(f, "seed {}/index-box from HEAD's tree: {cause}", gitdir.display()),
+            SeedError::Ref { gitdir, source } => write!(f, "seed the box index in {}: {source}", gitdir.display()),
+            SeedError::Tree { gitdir, cause } => write!(f, "seed the box index in {} from HEAD's tree: {cause}", gitdir.display()),
             SeedError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
         }
     }
@@ -122,12 +122,13 @@ pub struct NewFile {
     pub mode: u32,
 }
 
-/// Makes sure the git dir at `gitdir` (lower-relative) has an `index-box`.
-pub fn ensure_index_box(lower: &Lower, gitdir: &Path, owner: NewFile, opts: SeedOptions) -> Result<Seeded, SeedError> {
-    let box_path = gitdir.join(INDEX_BOX);
+/// Makes sure the git dir at `gitdir` (lower-relative) has this box's index (`names`): there
+/// already, taken over from an older seamfs's `index-box`, or seeded.
+pub fn ensure_index_box(lower: &Lower, gitdir: &Path, names: &BoxNames, owner: NewFile, opts: SeedOptions) -> Result<Seeded, SeedError> {
+    let box_path = gitdir.join(names.index());
     let c = cpath(&box_path);
     lower.refresh(&c);
-    if lower.stat(&c).is_ok() {
+    if lower.stat(&c).is_ok() || super::migrate::migrate(lower, gitdir, names) {
         return Ok(Seeded::Present);
     }
     let g = GitDirRef::open(lower, gitdir.to_path_buf());
@@ -211,12 +212,20 @@ fn index_from_commit_here(lower: &Lower, common: &Path, oid: &str) -> Result<Vec
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// This process's part of a temporary name: its pid alone can be another box's pid (each box
+/// has its own kernel), and two boxes' creates of one name would meet on the share.
+static TMP_TAG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let uuid = std::fs::read_to_string("/proc/sys/kernel/random/uuid").unwrap_or_default();
+    let nonce: String = uuid.chars().filter(char::is_ascii_hexdigit).take(8).collect();
+    format!("{}-{nonce}", std::process::id())
+});
+
 /// Writes `bytes` to a fresh temporary name and links it to `dest` only if `dest` is absent.
 /// Returns false when `dest` already existed (nothing replaced).
 pub fn publish(lower: &Lower, dest: &Path, bytes: &[u8], owner: NewFile) -> Result<bool, SeedError> {
     let tmp = dest.with_file_name(format!(
         "index.seam-tmp.{}.{}",
-        std::process::id(),
+        *TMP_TAG,
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
     let ctmp = cpath(&tmp);
