@@ -126,6 +126,27 @@ impl Mount {
         self.log().lines().map(|l| format!("    | {l}")).collect::<Vec<_>>().join("\n")
     }
 
+    /// The facts a seamfs daemon reports in its root's `user.seamfs.status` (`key=value` lines).
+    #[track_caller]
+    pub fn status(&self) -> std::collections::BTreeMap<String, String> {
+        let raw = crate::sys::getxattr(&self.mnt, "user.seamfs.status", 4096, false)
+            .unwrap_or_else(|e| panic!("{}: getxattr user.seamfs.status of {}: {e}", self.what, self.mnt.display()));
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// The box id this seamfs mount serves as (`--box-id`, or this machine's default).
+    #[track_caller]
+    pub fn box_id(&self) -> String {
+        self.status().remove("box_id").unwrap_or_else(|| panic!("{}: no box_id in user.seamfs.status", self.what))
+    }
+
+    /// This box's index on the lower, as a name in a git dir: `index-box.<id>`.
+    #[track_caller]
+    pub fn index_box(&self) -> String {
+        format!("index-box.{}", self.box_id())
+    }
+
     /// The daemon's pid, found by its unique `--log` argument.
     pub fn find_daemon(&self) -> Option<u32> {
         let pids = procfs::pids_with_arg(&self.log.to_string_lossy());

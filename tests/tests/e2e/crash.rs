@@ -183,7 +183,7 @@ fn sigkill_while_the_heal_holds_index_lock_is_released_on_the_next_mount() {
 
 /// The box's own rebase stops on a conflict; seamfs is unmounted and mounted again; the box
 /// resolves and runs `git rebase --continue`, which moves HEAD. seamfs knows the rebase is the
-/// box's from the record beside it (`index.seam-ops`); old seamfs kept that in memory only,
+/// box's from the record beside it (`index-box.<id>.seam-ops`); old seamfs kept that in memory only,
 /// took the rebase for the host's after the restart and refused every HEAD move.
 #[test]
 fn a_restart_during_the_boxs_own_rebase_lets_it_continue() {

@@ -390,7 +390,7 @@ fn a_host_commit_heals_index_box_on_the_next_touch() {
     env.host(&r, &["add", "h.txt", "m.txt"]);
     env.host(&r, &["commit", "-q", "-m", "host"]);
     assert_eq!(status(&env.git, &r.boxed), vec!["A  b.txt"], "the box's index after a host commit:\n{}", env.log());
-    assert!(env.log().contains("index-box healed after a host move"), "{}", env.log());
+    assert!(env.log().contains("box index healed after a move by the host or another box"), "{}", env.log());
     env.boxed(&r, &["commit", "-q", "-m", "box b"]);
     assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\tb.txt"], "the box's commit reverted the host's");
     assert!(status(&env.git, &r.host).is_empty());
@@ -456,7 +456,7 @@ fn overlapping_box_staging_is_kept_and_reported_once() {
         "the box's overlapping staging was dropped"
     );
     let log = env.log();
-    let reports: Vec<&str> = lines_with(&log, "index-box not healed after a host move");
+    let reports: Vec<&str> = lines_with(&log, "box index not healed after a move by the host or another box");
     assert_eq!(reports.len(), 1, "the overlap should be reported once:\n{log}");
     assert!(reports[0].contains("overlap") && reports[0].contains("m.txt"), "{}", reports[0]);
     env.finish();

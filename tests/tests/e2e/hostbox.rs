@@ -116,6 +116,16 @@ impl Env {
         self.mount.log()
     }
 
+    /// This box's index in a git dir, as a name on the lower (`index-box.<id>`).
+    pub fn index_box(&self) -> String {
+        self.mount.index_box()
+    }
+
+    /// This box's index of the main git dir, as a path relative to a repository.
+    pub fn ib(&self) -> String {
+        format!(".git/{}", self.index_box())
+    }
+
     /// Unmounts, asserting a clean exit.
     pub fn finish(self) {
         let Env { mount, git, backing, _mnt } = self;

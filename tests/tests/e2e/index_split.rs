@@ -1,4 +1,4 @@
-//! The per-kernel index: in every git dir the box's `index` is the lower's `index-box`, seeded on
+//! The per-kernel index: in every git dir the box's `index` is the lower's `index-box.<id>`, seeded on
 //! first touch from the shared index (else HEAD's tree, else nothing for an unborn branch) and
 //! never replacing one that exists; the host's index and seamfs's own files are never visible.
 //!
@@ -46,7 +46,7 @@ fn box_stages_and_commits_with_its_own_index() {
     write(&r.b("a.txt"), "a changed in the box\n");
     env.boxed(&r, &["add", "new.txt", "a.txt"]);
     assert_eq!(shared_index(&r), shared_before, "a box `git add` changed the host's shared index bytes");
-    assert!(r.h(".git/index-box").is_file(), "no index-box on the lower after a box `git add`");
+    assert!(r.h(&env.ib()).is_file(), "no index-box on the lower after a box `git add`");
     assert_eq!(staged(&env.git, &r.boxed), vec!["A\tnew.txt", "M\ta.txt"], "the box's own staging");
     // The host sees the box's work-tree changes, but none of its staging.
     assert_eq!(status(&env.git, &r.host), vec![" M a.txt", "?? new.txt"], "host status after a box `git add`");
@@ -161,7 +161,7 @@ fn unborn_repo_seeds_nothing_and_does_not_wait() {
 
     // The box stages: its index is published as the shared one, since the host has none.
     env.boxed(&r, &["add", "f.txt"]);
-    assert!(r.h(".git/index-box").is_file());
+    assert!(r.h(&env.ib()).is_file());
     assert!(r.h(".git/index").is_file(), "no shared index published for a repo without one");
     assert_eq!(status(&env.git, &r.host), vec!["A  f.txt"], "the host should see the box's first staging");
     env.boxed(&r, &["commit", "-q", "-m", "first"]);
@@ -182,7 +182,7 @@ fn a_repo_the_box_creates_gets_a_shared_index() {
     env.boxed(&r, &["add", "-A"]);
     env.boxed(&r, &["commit", "-q", "-m", "box root"]);
     assert!(r.h(".git/index").is_file(), "no shared index for a repo the box created");
-    assert!(r.h(".git/index-box").is_file());
+    assert!(r.h(&env.ib()).is_file());
     assert!(status(&env.git, &r.host).is_empty(), "host sees the box-made repo dirty");
     assert_eq!(env.host(&r, &["ls-files"]), "a.txt\nb.txt\ndir/c.txt\n");
     // A clone into the mount, likewise.
@@ -257,23 +257,24 @@ fn worktree_add_writes_the_new_worktrees_index() {
     let env = Env::new("split-worktree", &[]);
     let r = env.host_repo("repo", FILES);
     assert!(status(&env.git, &r.boxed).is_empty());
-    let caller_box = bytes(&r.h(".git/index-box"));
+    let caller_box = bytes(&r.h(&env.ib()));
     let caller_shared = shared_index(&r);
     let wt = env.mount.join("wt");
     env.boxed(&r, &["worktree", "add", "-q", "-b", "wtb", wt.to_str().expect("utf-8")]);
     let wgit = r.h(".git/worktrees/wt");
     assert!(
-        wgit.join("index-box").is_file(),
+        wgit.join(env.index_box()).is_file(),
         "the new worktree has no index-box: {:?}",
         std::fs::read_dir(&wgit).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
     );
-    assert_eq!(bytes(&r.h(".git/index-box")), caller_box, "worktree add rewrote the caller's index-box");
+    assert_eq!(bytes(&r.h(&env.ib())), caller_box, "worktree add rewrote the caller's index-box");
     assert_eq!(shared_index(&r), caller_shared, "worktree add rewrote the caller's shared index");
     assert!(status(&env.git, &wt).is_empty(), "the new worktree is not clean in the box");
     assert!(status(&env.git, &r.boxed).is_empty(), "the caller is not clean in the box");
     assert!(status(&env.git, &r.host).is_empty(), "the caller is not clean on the host");
     // The new worktree's indexes list every file.
-    for name in ["index-box", "index"] {
+    let own = env.index_box();
+    for name in [own.as_str(), "index"] {
         let p = wgit.join(name);
         assert!(p.is_file(), "no {} in the new worktree's git dir", name);
         let mut c = env.git.cmd(&r.host, &["ls-files"]);
@@ -289,7 +290,7 @@ fn explicit_temporary_indexes_are_untouched() {
     let env = Env::new("split-tempindex", &[]);
     let r = env.host_repo("repo", FILES);
     assert!(status(&env.git, &r.boxed).is_empty());
-    let (box_before, shared_before) = (bytes(&r.h(".git/index-box")), shared_index(&r));
+    let (box_before, shared_before) = (bytes(&r.h(&env.ib())), shared_index(&r));
     write(&r.b("t.txt"), "t\n");
 
     // An index off the mount.
@@ -314,7 +315,7 @@ fn explicit_temporary_indexes_are_untouched() {
     c.env("GIT_INDEX_FILE", r.h(".git/alt-index"));
     assert_eq!(seam_tests::run::run(&mut c).ok().stdout, "a.txt\nb.txt\ndir/c.txt\nt.txt\n");
 
-    assert_eq!(bytes(&r.h(".git/index-box")), box_before, "a temporary index run changed index-box");
+    assert_eq!(bytes(&r.h(&env.ib())), box_before, "a temporary index run changed index-box");
     assert_eq!(shared_index(&r), shared_before, "a temporary index run changed the shared index");
     env.finish();
 }
@@ -385,7 +386,7 @@ fn no_index_split_passes_the_index_through() {
     let r = env.host_repo("repo", FILES);
     write(&r.b("new.txt"), "new\n");
     env.boxed(&r, &["add", "new.txt"]);
-    assert!(!r.h(".git/index-box").exists(), "index-box created although the split is off");
+    assert!(!r.h(&env.ib()).exists(), "index-box created although the split is off");
     assert_eq!(status(&env.git, &r.host), vec!["A  new.txt"], "the box's `git add` should be in the lower's index");
     let names: Vec<String> = sys::readdir(&r.b(".git")).expect("readdir").into_iter().map(|(n, _)| n).collect();
     assert_eq!(names.iter().filter(|n| *n == "index").count(), 1);
@@ -432,13 +433,14 @@ fn listing_shows_index_once_and_hides_private_names() {
             .collect();
         assert!(leaked.is_empty(), "{stage}: the box sees private names {leaked:?}");
     }
-    assert!(r.h(".git/index-box").is_file());
+    assert!(r.h(&env.ib()).is_file());
     assert_eq!(sys::stat(&r.b(".git/index-box")).map(drop), Err(Errno(libc::ENOENT)), "index-box is addressable");
+    assert_eq!(sys::stat(&r.b(&env.ib())).map(drop), Err(Errno(libc::ENOENT)), "the box's own index-box.<id> is addressable");
     assert_eq!(sys::stat(&r.b(&format!(".git/{}", private[0]))).map(drop), Err(Errno(libc::ENOENT)));
-    let before = bytes(&r.h(".git/index-box"));
-    let created = sys::open(&r.b(".git/index-box"), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
+    let before = bytes(&r.h(&env.ib()));
+    let created = sys::open(&r.b(&env.ib()), libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC, 0o644);
     assert!(created.is_err(), "the box could create/truncate index-box");
-    assert_eq!(bytes(&r.h(".git/index-box")), before, "index-box changed");
+    assert_eq!(bytes(&r.h(&env.ib())), before, "index-box changed");
     // The box's index.lock is index-box.lock: the host's lock does not block it.
     write(&r.b("m.txt"), "m\n");
     env.boxed(&r, &["add", "m.txt"]);
@@ -463,7 +465,7 @@ fn a_separate_git_dir_inside_the_mount_gets_the_split() {
     env.git.run(&work, &["commit", "-q", "-m", "separate"]);
     assert!(status(&env.git, &work).is_empty());
     let hsep = env.backing.join("sep.git");
-    assert!(hsep.join("index-box").is_file(), "the separate git dir has no index-box (no split there)");
+    assert!(hsep.join(env.index_box()).is_file(), "the separate git dir has no index-box (no split there)");
     assert!(hsep.join("index").is_file(), "no shared index published in the separate git dir");
     // The host's view of it, through GIT_DIR (the .git file holds the box's absolute path).
     let mut c = env.git.cmd(&env.backing.join("work"), &["status", "--porcelain"]);
@@ -493,7 +495,7 @@ fn gitdir_file_pointing_outside_the_mount() {
         dotgit,
         "the .git file was rewritten"
     );
-    assert!(!outside.join(".git/index-box").exists(), "seamfs wrote outside its mount");
+    assert!(!outside.join(env.ib()).exists(), "seamfs wrote outside its mount");
     let log = env.log();
     assert_eq!(lines_with(&log, "names a git dir outside the mount").len(), 1, "one clear log line expected:\n{log}");
     mount_answers(&env);
@@ -571,7 +573,7 @@ fn garbage_index_box() {
     let r = env.host_repo("repo", FILES);
     assert!(status(&env.git, &r.boxed).is_empty());
     let garbage = b"DIRC but then nothing that makes sense\n".repeat(3);
-    std::fs::write(r.h(".git/index-box"), &garbage).expect("write garbage");
+    std::fs::write(r.h(&env.ib()), &garbage).expect("write garbage");
     // A host commit too, so the box's next touch would heal index-box if it could.
     write(&r.h("h.txt"), "h\n");
     env.host(&r, &["add", "h.txt"]);
@@ -582,7 +584,7 @@ fn garbage_index_box() {
     assert!(st.stderr.contains("index"), "git's own error should be about the index:\n{st}");
     let add = env.try_box(&r, &["add", "h.txt"]);
     assert!(!add.success(), "box git add over a corrupt index:\n{add}");
-    assert_eq!(bytes(&r.h(".git/index-box")), garbage, "the garbage index-box was written over");
+    assert_eq!(bytes(&r.h(&env.ib())), garbage, "the garbage index-box was written over");
     assert_eq!(shared_index(&r), shared, "the shared index changed");
     mount_answers(&env);
     env.finish();
@@ -643,7 +645,7 @@ fn commit_messages_are_per_side() {
     // swap messages.
     assert_eq!(std::fs::read_to_string(r.h(".git/COMMIT_EDITMSG")).expect("host message file"), "host message\n");
     assert_eq!(std::fs::read_to_string(r.b(".git/COMMIT_EDITMSG")).expect("box message file"), "box message\n");
-    assert_eq!(std::fs::read_to_string(r.h(".git/COMMIT_EDITMSG-box")).expect("lower name"), "box message\n");
+    assert_eq!(std::fs::read_to_string(r.h(&format!(".git/COMMIT_EDITMSG-box.{}", env.mount.box_id()))).expect("lower name"), "box message\n");
     let listed: Vec<String> = std::fs::read_dir(r.b(".git")).expect("list .git").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(listed.iter().filter(|n| n.starts_with("COMMIT_EDITMSG")).collect::<Vec<_>>(), vec!["COMMIT_EDITMSG"], "the box lists only its own");
     assert_eq!(env.host(&r, &["log", "-2", "--format=%s"]), "box message\nhost message\n");

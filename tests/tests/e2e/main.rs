@@ -7,6 +7,7 @@
 mod bad_input;
 mod clidoc;
 mod box_doctor;
+mod boxes;
 mod crash;
 mod fast_share;
 mod feed;

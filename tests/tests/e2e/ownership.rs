@@ -96,13 +96,13 @@ fn shared_group_repo_has_the_same_modes() {
     );
     assert_eq!(native, through, "modes of .git made through seamfs differ (as seen through seamfs)");
     // On the backing dir, the same, apart from seamfs's own files: the box index (compared
-    // separately) and its sync point (`index-box.seam-base`); the box's commit message is
-    // `COMMIT_EDITMSG-box` there.
+    // separately) and its sync point (`index-box.<id>.seam-base`); the box's commit message is
+    // `COMMIT_EDITMSG-box.<id>` there.
     let on_backing: Vec<Node> = listing::walk(&backing.join("viafs/repo/.git"))
         .into_iter()
         .filter(|n| n.rel.file_name().is_none_or(|f| !f.to_string_lossy().starts_with("index-box")))
         .map(|mut n| {
-            if n.rel == Path::new("COMMIT_EDITMSG-box") {
+            if n.rel.to_string_lossy().starts_with("COMMIT_EDITMSG-box.") {
                 n.rel = "COMMIT_EDITMSG".into();
             }
             n
@@ -111,7 +111,7 @@ fn shared_group_repo_has_the_same_modes() {
     assert_eq!(native, on_backing, "modes of .git made through seamfs differ on the backing dir");
     let idx = |p: &Path| std::fs::symlink_metadata(p).map(|m| (m.mode() & 0o7777, m.uid(), m.gid()));
     let native_index = idx(&backing.join("native/repo/.git/index")).expect("the native index");
-    let boxed = idx(&backing.join("viafs/repo/.git/index-box")).expect("the box's index-box on the backing dir");
+    let boxed = idx(&backing.join("viafs/repo/.git").join(m.index_box())).expect("the box's index-box on the backing dir");
     assert_eq!(boxed, native_index, "index-box should have the mode and owner git gave its index");
 }
 
