@@ -216,6 +216,14 @@ struct RaceArgs {
     /// mounted with `--feed` (the control, a share alone, has no feed to take).
     #[arg(long)]
     feed: bool,
+    /// Box mounts for index-poller and host-commits (1-8): each its own emulator mount of the one
+    /// backing dir and its own seamfs with its own box id, every box committing.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    boxes: u64,
+    /// Give every box's seamfs the same box id (one shared index-box, as before box ids): the
+    /// control for --boxes.
+    #[arg(long)]
+    same_box_id: bool,
 }
 
 fn main() {
@@ -346,6 +354,8 @@ fn run_race(a: RaceArgs) -> i32 {
         log_dir: a.log_dir,
         seamd: !a.no_seamd,
         feed: a.feed,
+        boxes: a.boxes as usize,
+        same_box_id: a.same_box_id,
     };
     match seam_lab::race::run(&opts) {
         Ok(true) => exit::OK,

@@ -13,6 +13,15 @@
 //! `commit -a` that finds nothing to commit right after its own change is traced: the change is
 //! in HEAD already (a box commit took it), gone (a box `reset --hard` wrote over the shared work
 //! tree), or still in the file yet invisible to git (an index claiming the file clean).
+//!
+//! With `--boxes N` every box runs the loop on its own files (`box-<i>/`) at once. Each box then
+//! also looks at its status after its `git add`: a staged change to another box's file is a
+//! foreign view (the first few are shown). Those are reported, not judged: `git status` reads
+//! the index and HEAD at two moments, and another box's commit and soft reset a few ms apart
+//! fall between them, as a host commit does (the single-box run shows the host's `host.txt`
+//! staged in the box the same way). What is judged is what lands: a box commit that carries
+//! another box's file took that box's staging (or re-added what it reset away). A box commit is
+//! lost when it is on no branch and no box's soft reset took it off.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -22,6 +31,7 @@ use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
 use super::boxshell::BoxShell;
 use super::check::{extra_roots, fsck_problems, reachable};
 use super::figures::Figures;
+use super::index_poller::{box_dirs, foreign_staged, leak};
 use super::repo::Seed;
 use super::rig::Rig;
 use super::Params;
@@ -142,17 +152,34 @@ struct BoxSide {
     ids: Vec<String>,
     /// ORIG_HEAD after each landed soft reset: the commit that reset took off the branch.
     reset_away: HashSet<String>,
+    /// Looks after `git add` that staged another box's files (several boxes only).
+    foreign: u64,
+    /// The first few foreign views' status lines.
+    foreign_samples: Vec<String>,
 }
 
-fn box_looper(sh: &BoxShell, until: Instant) -> Result<BoxSide, LabError> {
+/// Foreign views shown per box.
+const FOREIGN_SAMPLES: usize = 2;
+
+fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<String>)) -> Result<BoxSide, LabError> {
     let dir = sh.dir();
     let mut b = BoxSide::default();
     let mut n = 0usize;
     while Instant::now() < until {
         n += 1;
-        let rel = format!("box/{n:05}.txt");
+        let rel = format!("{prefix}{n:05}.txt");
         sh.write(&rel, &format!("box change {n}\n"))?;
         let add = sh.git(&["add", &rel])?;
+        if add.ok && !others.is_empty() {
+            let st = sh.git(&["status", "--porcelain=v1", "--untracked-files=no"])?;
+            if st.ok && foreign_staged(&st.stdout, others) {
+                b.foreign += 1;
+                if b.foreign_samples.len() < FOREIGN_SAMPLES {
+                    let lines: Vec<&str> = st.stdout.lines().take(4).collect();
+                    b.foreign_samples.push(format!("{prefix} after adding {rel}: {}", lines.join(" | ")));
+                }
+            }
+        }
         let own = if add.ok {
             let subject = format!("box commit {n}");
             let c = sh.git(&["-c", "core.abbrev=no", "commit", "-m", &subject])?;
@@ -160,6 +187,7 @@ fn box_looper(sh: &BoxShell, until: Instant) -> Result<BoxSide, LabError> {
             if c.ok && commit_subject(&c.stdout) != Some(subject.as_str()) {
                 b.wrong_subject += 1;
             }
+
             if c.ok {
                 let id = commit_id(&c.stdout)
                     .ok_or_else(|| LabError::new("parse box commit id", dir, format!("no id in {:?}", c.stdout)))?;
@@ -193,17 +221,57 @@ fn box_looper(sh: &BoxShell, until: Instant) -> Result<BoxSide, LabError> {
     Ok(b)
 }
 
+/// How many of a box's landed commits change a file under `others` (other boxes' dirs).
+fn carrying_others(host: &Path, b: &BoxSide, others: &[String]) -> Result<u64, LabError> {
+    let mut n = 0;
+    for id in &b.ids {
+        let r = git_run(host, &["show", "--name-only", "--no-renames", "--format=", id])?;
+        if r.stdout.lines().any(|p| others.iter().any(|o| p.starts_with(o.as_str()))) {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// True when some box's soft reset took commit `id` off the branch.
+fn b_all_reset(per_box: &[BoxSide], id: &str) -> bool {
+    per_box.iter().any(|b| b.reset_away.contains(id))
+}
+
+/// Every box's side as one.
+fn merged(per_box: &[BoxSide]) -> BoxSide {
+    let mut all = BoxSide::default();
+    for b in per_box {
+        for (to, from) in [(&mut all.commit, &b.commit), (&mut all.hard, &b.hard), (&mut all.soft, &b.soft)] {
+            to.merge(from);
+        }
+        all.soft_skipped += b.soft_skipped;
+        all.wrong_subject += b.wrong_subject;
+        all.foreign += b.foreign;
+        all.foreign_samples.extend(b.foreign_samples.iter().cloned());
+        all.ids.extend(b.ids.iter().cloned());
+        all.reset_away.extend(b.reset_away.iter().cloned());
+    }
+    all
+}
+
 /// Runs the scenario on a mounted rig.
 pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let until = Instant::now() + p.duration_or(DEFAULT_SECS);
+    let nb = rig.boxes.len();
     let (host, boxed) = std::thread::scope(|s| {
         let host = s.spawn(|| host_committer(&rig.host, until, p.host_period.unwrap_or(HOST_PERIOD)));
-        let boxed = box_looper(&rig.boxed, until);
+        let workers: Vec<_> = rig.boxes.iter().enumerate().map(|(i, sh)| s.spawn(move || box_looper(sh, until, &box_dirs(i, nb)))).collect();
+        let boxed: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err(LabError::new("join box looper", &rig.host, "panicked"))))
+            .collect();
         let host = host.join().unwrap_or_else(|_| Err(LabError::new("join host committer", &rig.host, "panicked")));
         (host, boxed)
     });
     let h = host?;
-    let b = boxed?;
+    let per_box = boxed.into_iter().collect::<Result<Vec<BoxSide>, LabError>>()?;
+    let b = merged(&per_box);
 
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
     let lost: Vec<&String> = h.ids.iter().filter(|id| !on_branch.contains(id)).collect();
@@ -221,6 +289,18 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("host_commits_lost", "host commits lost (stale view)", stale_lost);
     f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
     f.zero("box_root_commits", "box root commits", roots.len() as u64);
+    let box_lost = |b: &BoxSide| b.ids.iter().filter(|id| !on_branch.contains(id) && !b_all_reset(&per_box, id)).count() as u64;
+    if nb > 1 {
+        f.zero("box_commits_lost", "box commits lost (on no branch, no box reset them)", box_lost(&b));
+        f.count("foreign_index_views", "box looks staging another box's files (transient)", b.foreign);
+        let carried: Vec<u64> = per_box.iter().enumerate().map(|(i, one)| carrying_others(&rig.host, one, &box_dirs(i, nb).1)).collect::<Result<_, _>>()?;
+        f.zero("box_commits_carrying_others", "box commits carrying another box's files", carried.iter().sum());
+        for (i, one) in per_box.iter().enumerate() {
+            f.share(leak(format!("box{i}_commit")), leak(format!("box {i}: commit landed")), one.commit.landed, one.commit.attempted);
+            f.zero(leak(format!("box{i}_commits_lost")), leak(format!("box {i}: commits lost")), box_lost(one));
+            f.zero(leak(format!("box{i}_carrying_others")), leak(format!("box {i}: commits carrying another box's files")), carried[i]);
+        }
+    }
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
     f.share("host_commits", "host commits landed", h.commits.landed, h.commits.attempted);
     f.share("box_ops", "box ops landed (all)", all.landed, all.attempted);
@@ -242,6 +322,9 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
     if let Some(n) = h.commits.reasons_note("host commit", 3) {
         f.note(n);
+    }
+    for sample in &b.foreign_samples {
+        f.note(format!("foreign view: {sample}"));
     }
     for sample in &h.nothing.samples {
         f.note(sample.clone());

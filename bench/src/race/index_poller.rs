@@ -10,6 +10,10 @@
 //! index read as empty" failure; a read that fails is an index read error. At the end the host's
 //! HEAD must still hold every seed file and every file a landed box commit added (a commit made
 //! from an emptied index silently deletes them), and `git fsck` must be clean.
+//!
+//! With `--boxes N` every box commits its own files (`box-<i>/`) at once, and each look also
+//! counts a *foreign view*: the box's status showing a staged change to another box's file
+//! (another box's staging in its index, or another box's commit not yet healed into it).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -35,8 +39,10 @@ pub const THINK_EVERY: usize = 10;
 
 /// What one look at the index showed.
 #[derive(Debug, Default, Clone, Copy)]
-struct Views {
+pub(crate) struct Views {
     looks: u64,
+    /// Looks whose status staged a change to another box's file (several boxes only).
+    pub(crate) foreign: u64,
     emptied: u64,
     all_deleted: u64,
     seed_damaged: u64,
@@ -67,16 +73,37 @@ impl Views {
     }
 }
 
-fn look(sh: &BoxShell, views: &mut Views, seed: &[String], errors: &mut Vec<String>) -> Result<(), LabError> {
+fn look(sh: &BoxShell, views: &mut Views, seed: &[String], others: &[String], errors: &mut Vec<String>) -> Result<(), LabError> {
     let status = sh.git(&["status", "--porcelain=v1", "--untracked-files=no"])?;
     let ls = sh.git(&["ls-files"])?;
     views.judge(&status, &ls, seed);
+    if status.ok && foreign_staged(&status.stdout, others) {
+        views.foreign += 1;
+    }
     for r in [&status, &ls] {
         if !r.ok && errors.len() < 3 {
             errors.push(r.why());
         }
     }
     Ok(())
+}
+
+/// True when `git status --porcelain` output stages a change (added, deleted, modified) to a
+/// file under one of `others` (other boxes' directories, `box-<j>/`).
+pub(crate) fn foreign_staged(porcelain: &str, others: &[String]) -> bool {
+    porcelain.lines().any(|l| {
+        let staged = l.as_bytes().first().is_some_and(|&c| c != b' ' && c != b'?');
+        staged && l.get(3..).is_some_and(|path| others.iter().any(|o| path.starts_with(o.as_str())))
+    })
+}
+
+/// Where box `i` of `n` writes its files, and the other boxes' places (`box/` for one box).
+pub(crate) fn box_dirs(i: usize, n: usize) -> (String, Vec<String>) {
+    if n <= 1 {
+        return ("box/".into(), Vec::new());
+    }
+    let others = (0..n).filter(|&j| j != i).map(|j| format!("box-{j}/")).collect();
+    (format!("box-{i}/"), others)
 }
 
 /// The host's poller: `git status` then `git ls-files` every [`POLL`] until `stop`. Before each
@@ -91,7 +118,7 @@ fn host_poller(host: &Path, seed: &[String], stop: &AtomicBool) -> Result<(Views
     while !stop.load(Ordering::SeqCst) {
         tick.wait();
         write(&touched, "host\n")?;
-        look(&sh, &mut views, seed, &mut errors)?;
+        look(&sh, &mut views, seed, &[], &mut errors)?;
     }
     Ok((views, errors))
 }
@@ -106,14 +133,14 @@ struct BoxSide {
     landed_files: Vec<String>,
 }
 
-fn box_committer(sh: &BoxShell, seed: &[String], n: usize, think: Duration) -> Result<BoxSide, LabError> {
+fn box_committer(sh: &BoxShell, seed: &[String], n: usize, think: Duration, (dir, others): &(String, Vec<String>)) -> Result<BoxSide, LabError> {
     let mut b = BoxSide::default();
-    look(sh, &mut b.views, seed, &mut b.errors)?;
+    look(sh, &mut b.views, seed, others, &mut b.errors)?;
     for i in 0..n {
         if i % THINK_EVERY == THINK_EVERY - 1 {
             std::thread::sleep(think);
         }
-        let rel = format!("box/{i:04}.txt");
+        let rel = format!("{dir}{i:04}.txt");
         sh.write(&rel, &format!("box change {i}\n"))?;
         let add = sh.git(&["add", &rel])?;
         b.adds.record_ran(&add);
@@ -124,9 +151,40 @@ fn box_committer(sh: &BoxShell, seed: &[String], n: usize, think: Duration) -> R
                 b.landed_files.push(rel);
             }
         }
-        look(sh, &mut b.views, seed, &mut b.errors)?;
+        look(sh, &mut b.views, seed, others, &mut b.errors)?;
     }
     Ok(b)
+}
+
+/// Every box's side as one.
+fn merged(per_box: &[BoxSide]) -> BoxSide {
+    let mut all = BoxSide::default();
+    for b in per_box {
+        let v = &mut all.views;
+        (v.looks, v.foreign, v.emptied) = (v.looks + b.views.looks, v.foreign + b.views.foreign, v.emptied + b.views.emptied);
+        (v.all_deleted, v.seed_damaged) = (v.all_deleted + b.views.all_deleted, v.seed_damaged + b.views.seed_damaged);
+        v.read_errors += b.views.read_errors;
+        all.errors.extend(b.errors.iter().cloned());
+        all.adds.merge(&b.adds);
+        all.commits.merge(&b.commits);
+        all.landed_files.extend(b.landed_files.iter().cloned());
+    }
+    all
+}
+
+/// One row per box: its commits landed and lost, its foreign views.
+fn per_box_figures(f: &mut Figures, per_box: &[BoxSide], head: &HashSet<String>) {
+    for (i, b) in per_box.iter().enumerate() {
+        let lost = b.landed_files.iter().filter(|p| !head.contains(*p)).count() as u64;
+        f.share(leak(format!("box{i}_commits")), leak(format!("box {i}: commits landed")), b.commits.landed, b.commits.attempted);
+        f.zero(leak(format!("box{i}_commits_lost")), leak(format!("box {i}: landed commits' files missing from HEAD")), lost);
+        f.zero(leak(format!("box{i}_foreign_views")), leak(format!("box {i}: looks staging another box's files")), b.views.foreign);
+    }
+}
+
+/// A figure's name made at run time (a handful per run, for the life of the lab's process).
+pub(crate) fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
 }
 
 /// Runs the scenario on a mounted rig.
@@ -135,15 +193,26 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     // Longer than the kernel's entry TTL, so the next lookup of `index` is not served from cache.
     let think = Duration::from_secs_f64(p.ttl * 1.2) + Duration::from_millis(50);
     let stop = AtomicBool::new(false);
+    let nb = rig.boxes.len();
     let (host, boxed) = std::thread::scope(|s| {
         let poller = s.spawn(|| host_poller(&rig.host, &seed.files, &stop));
-        let boxed = box_committer(&rig.boxed, &seed.files, n, think);
+        let workers: Vec<_> = rig
+            .boxes
+            .iter()
+            .enumerate()
+            .map(|(i, sh)| s.spawn(move || box_committer(sh, &seed.files, n, think, &box_dirs(i, nb))))
+            .collect();
+        let boxed: Vec<_> = workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_else(|_| Err(LabError::new("join box committer", &rig.host, "panicked"))))
+            .collect();
         stop.store(true, Ordering::SeqCst);
         let host = poller.join().unwrap_or_else(|_| Err(LabError::new("join host poller", &rig.host, "panicked")));
         (host, boxed)
     });
     let (hv, host_errors) = host?;
-    let b = boxed?;
+    let per_box = boxed.into_iter().collect::<Result<Vec<BoxSide>, LabError>>()?;
+    let b = merged(&per_box);
 
     let (head, branch) = branch_tree_paths(&rig.host, "refs/heads/main")?;
     let missing_seed = seed.files.iter().filter(|f| !head.contains(*f)).count() as u64;
@@ -160,7 +229,11 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("index_read_errors", "index read errors (either side)", hv.read_errors + b.views.read_errors);
     f.zero("files_lost_from_head", "files missing from final HEAD", missing_seed + missing_box);
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
-    f.share("box_commits", "box commits landed", b.commits.landed, n as u64);
+    f.zero("foreign_index_views", "box looks staging another box's files", b.views.foreign);
+    f.share("box_commits", "box commits landed", b.commits.landed, (n * nb) as u64);
+    if nb > 1 {
+        per_box_figures(&mut f, &per_box, &head);
+    }
     f.count("box_adds_refused", "box adds refused", b.adds.refused());
     f.count("host_looks", "host status polls", hv.looks);
     f.count("box_looks", "box index looks", b.views.looks);

@@ -149,6 +149,11 @@ pub struct RaceOptions {
     pub seamd: bool,
     /// Run the change feed for the seamfs target (seamd `--feed`, seamfs `--feed`).
     pub feed: bool,
+    /// Box mounts, each its own emulator mount and seamfs with its own box id (default 1);
+    /// index-poller and host-commits run a box actor in every one.
+    pub boxes: usize,
+    /// Give every box's seamfs the same id (one shared `index-box`): the control of `boxes`.
+    pub same_box_id: bool,
 }
 
 /// What a scenario's run function gets.
@@ -200,7 +205,11 @@ pub fn run_report(opts: &RaceOptions) -> Result<RaceReport, LabError> {
     if opts.targets.contains(&Target::Seamfs) {
         seamfs_bin()?;
     }
-    let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd, feed: opts.feed };
+    if opts.boxes > 1 && !matches!(opts.scenario, Scenario::IndexPoller | Scenario::HostCommits) {
+        return Err(LabError::new("parse --boxes", Path::new(opts.scenario.name()), "several boxes run in index-poller and host-commits only"));
+    }
+    let (boxes, same_box_id) = (opts.boxes.max(1), opts.same_box_id);
+    let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd, feed: opts.feed, boxes, same_box_id };
     let params = Params { duration: opts.duration, ops: opts.ops, host_period: opts.host_period, seed: opts.seed, ttl: opts.ttl };
     let mut runs = Vec::new();
     for &target in &opts.targets {
@@ -238,6 +247,10 @@ fn describe(opts: &RaceOptions) -> Vec<(String, String)> {
         p.push(("ops".into(), n.to_string()));
     }
     p.push(("seed".into(), opts.seed.to_string()));
+    if opts.boxes > 1 {
+        let ids = if opts.same_box_id { "one id for all (shared index-box)" } else { "one id each" };
+        p.push(("boxes".into(), format!("{} ({ids})", opts.boxes)));
+    }
     if opts.targets.contains(&Target::Seamfs) {
         p.push(("seamd".into(), if opts.seamd || opts.feed { "on" } else { "off" }.into()));
         p.push(("feed".into(), if opts.feed { "on" } else { "off" }.into()));

@@ -32,6 +32,12 @@ pub struct ShareSetup {
     /// Run the host change feed for the seamfs target: seamd with `--feed unix:…` (so seamd
     /// runs whatever `seamd` says) and seamfs mounted with `--feed` (ADR 0021).
     pub feed: bool,
+    /// How many boxes: each its own emulator mount of the one backing dir and, for the seamfs
+    /// target, its own seamfs with its own box id (ADR 0028). 1: one box, seamfs's default id.
+    pub boxes: usize,
+    /// Every box's seamfs gets one id (one shared `index-box`, as before box ids): the control
+    /// of `--boxes`.
+    pub same_box_id: bool,
 }
 
 impl ShareSetup {
@@ -60,6 +66,8 @@ pub struct Rig {
     pub box_dir: PathBuf,
     /// How box actors act there.
     pub boxed: BoxShell,
+    /// Every box (the first is `boxed`); more than one with `ShareSetup::boxes`.
+    pub boxes: Vec<BoxShell>,
     /// A scratch dir beside the host's checkout (upstream clones, client files), never mounted.
     pub scratch: PathBuf,
     /// seamfs's log file (seamfs target only).
@@ -101,6 +109,7 @@ impl Rig {
             host,
             box_dir: share_mnt.clone(),
             boxed: BoxShell::Local(share_mnt.clone()),
+            boxes: vec![BoxShell::Local(share_mnt.clone())],
             scratch,
             seamfs_log: None,
             mounts: vec![share_mnt.clone()],
@@ -110,17 +119,27 @@ impl Rig {
         if target == Target::Seamfs {
             let top = subdir(root, "seamfs")?;
             let log = logs.join("seamfs.log");
-            let feed = format!("unix:{}", root.join("feed.sock").display());
+            let feed = feed_addr(root);
             let mut args = vec!["--log".to_string(), log.display().to_string()];
             if share.feed {
                 args.extend(["--feed".to_string(), feed.clone()]);
             }
+            args.extend(box_id_args(share, 0));
             // seamfs first: it connects to the feed (again every second) once seamd listens.
             mount_seamfs_with(&share_mnt, &top, &args)?;
             rig.mounts.insert(0, top.clone());
             rig.boxed = BoxShell::Local(top.clone());
+            rig.boxes = vec![BoxShell::Local(top.clone())];
             rig.box_dir = top;
             rig.seamfs_log = Some(log.clone());
+        }
+        for i in 1..share.boxes {
+            if let Err(e) = rig.add_box(root, logs, share, i, &feed_addr(root)) {
+                return Err(rig.abandon(e));
+            }
+        }
+        if target == Target::Seamfs {
+            let (log, feed) = (logs.join("seamfs.log"), feed_addr(root));
             if share.seamd || share.feed {
                 let extra = if share.feed { vec!["--feed".to_string(), feed] } else { Vec::new() };
                 match start_seamd(&rig.host, &logs.join("seamd.log"), &extra) {
@@ -135,6 +154,29 @@ impl Rig {
             }
         }
         Ok((rig, setup))
+    }
+
+    /// Box `i` (from 1): its own emulator mount of the backing dir and, for the seamfs target,
+    /// its own seamfs over that, as a second VM over the same share would be.
+    fn add_box(&mut self, root: &Path, logs: &Path, share: &ShareSetup, i: usize, feed: &str) -> Result<(), LabError> {
+        let tag = self.target.key();
+        let share_mnt = subdir(root, &format!("share-{i}"))?;
+        mount_share(&self.host, &share_mnt, &share.args(&logs.join(format!("{tag}-share-{i}.log"))))?;
+        self.mounts.insert(0, share_mnt.clone());
+        let mut dir = share_mnt.clone();
+        if self.target == Target::Seamfs {
+            let top = subdir(root, &format!("seamfs-{i}"))?;
+            let mut args = vec!["--log".to_string(), logs.join(format!("seamfs-{i}.log")).display().to_string()];
+            if share.feed {
+                args.extend(["--feed".to_string(), feed.to_string()]);
+            }
+            args.extend(box_id_args(share, i));
+            mount_seamfs_with(&share_mnt, &top, &args)?;
+            self.mounts.insert(0, top.clone());
+            dir = top;
+        }
+        self.boxes.push(BoxShell::Local(dir));
+        Ok(())
     }
 
     /// Tears a half-built stage down and hands back the error that stopped it.
@@ -155,6 +197,7 @@ impl Rig {
             host,
             box_dir: guest_dir.clone(),
             boxed: BoxShell::Guest(Arc::clone(&guest), guest_dir.clone()),
+            boxes: vec![BoxShell::Guest(Arc::clone(&guest), guest_dir.clone())],
             scratch,
             seamfs_log: None,
             mounts: Vec::new(),
@@ -223,6 +266,21 @@ impl Rig {
             }
         }
         Ok(())
+    }
+}
+
+/// The change feed's address for a stage under `root`.
+fn feed_addr(root: &Path) -> String {
+    format!("unix:{}", root.join("feed.sock").display())
+}
+
+/// `--box-id` for box `i`'s seamfs: none for a single box (seamfs's default), `b<i>` for each
+/// of several, one id for all under `same_box_id`.
+fn box_id_args(share: &ShareSetup, i: usize) -> Vec<String> {
+    match (share.boxes, share.same_box_id) {
+        (0 | 1, _) => Vec::new(),
+        (_, true) => vec!["--box-id".into(), "same".into()],
+        (_, false) => vec!["--box-id".into(), format!("b{i}")],
     }
 }
 
