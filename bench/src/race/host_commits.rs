@@ -18,8 +18,8 @@
 //! also looks at its status after its `git add`: a staged change to another box's file is a
 //! foreign view (the first few are shown). Those are reported, not judged: `git status` reads
 //! the index and HEAD at two moments, and another box's commit and soft reset a few ms apart
-//! fall between them, as a host commit does (the single-box run shows the host's `host.txt`
-//! staged in the box the same way). What is judged is what lands: a box commit that carries
+//! fall between them (its file then reads as staged here for that one status), as a host commit
+//! does (the single-box run shows the host's `host.txt` staged in the box the same way). What is judged is what lands: a box commit that carries
 //! another box's file took that box's staging (or re-added what it reset away). A box commit is
 //! lost when it is on no branch and no box's soft reset took it off.
 
@@ -171,7 +171,7 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
         sh.write(&rel, &format!("box change {n}\n"))?;
         let add = sh.git(&["add", &rel])?;
         if add.ok && !others.is_empty() {
-            let st = sh.git(&["status", "--porcelain=v1", "--untracked-files=no"])?;
+            let st = sh.git(&["status", "--porcelain=v1", "--untracked-files=no", "--no-renames"])?;
             if st.ok && foreign_staged(&st.stdout, others) {
                 b.foreign += 1;
                 if b.foreign_samples.len() < FOREIGN_SAMPLES {

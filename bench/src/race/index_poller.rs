@@ -12,8 +12,10 @@
 //! from an emptied index silently deletes them), and `git fsck` must be clean.
 //!
 //! With `--boxes N` every box commits its own files (`box-<i>/`) at once, and each look also
-//! counts a *foreign view*: the box's status showing a staged change to another box's file
-//! (another box's staging in its index, or another box's commit not yet healed into it).
+//! counts a *foreign view*: the box's status staging another box's file as added or modified,
+//! which only another box's staging in its index can show. A staged deletion of another box's
+//! file is not one: `git status` reads the index, then HEAD, and another box's commit between
+//! the two reads shows its files as deleted for that one status, as on one kernel.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -74,7 +76,7 @@ impl Views {
 }
 
 fn look(sh: &BoxShell, views: &mut Views, seed: &[String], others: &[String], errors: &mut Vec<String>) -> Result<(), LabError> {
-    let status = sh.git(&["status", "--porcelain=v1", "--untracked-files=no"])?;
+    let status = sh.git(&["status", "--porcelain=v1", "--untracked-files=no", "--no-renames"])?;
     let ls = sh.git(&["ls-files"])?;
     views.judge(&status, &ls, seed);
     if status.ok && foreign_staged(&status.stdout, others) {
@@ -88,11 +90,11 @@ fn look(sh: &BoxShell, views: &mut Views, seed: &[String], others: &[String], er
     Ok(())
 }
 
-/// True when `git status --porcelain` output stages a change (added, deleted, modified) to a
-/// file under one of `others` (other boxes' directories, `box-<j>/`).
+/// True when `git status --porcelain --no-renames` output stages a file under one of `others`
+/// (other boxes' directories, `box-<j>/`) as added or modified: in the index, not in HEAD.
 pub(crate) fn foreign_staged(porcelain: &str, others: &[String]) -> bool {
     porcelain.lines().any(|l| {
-        let staged = l.as_bytes().first().is_some_and(|&c| c != b' ' && c != b'?');
+        let staged = l.as_bytes().first().is_some_and(|&c| c == b'A' || c == b'M');
         staged && l.get(3..).is_some_and(|path| others.iter().any(|o| path.starts_with(o.as_str())))
     })
 }
