@@ -78,13 +78,28 @@ pub fn doctor(c: &Checkout, opts: DoctorOptions) -> Vec<Row> {
             )),
             None => {}
         }
-        if let Ok(Some((k, _))) = fsx::lstat(&g.dir, Path::new("index-box")) {
-            let level = if k == Kind::File { Level::Info } else { Level::Warn };
-            let found = format!("index-box present ({}): the box's own index, derived state", k.describe());
-            rows.push(row("index-box", level, &g.rel, found, "safe to delete when no box git runs"));
-        }
+        box_index_rows(g, &mut rows);
     }
     rows
+}
+
+/// One row per box index in the git dir: `index-box.<id>` (ADR 0028), or an older seamfs's
+/// `index-box` (the first box that comes takes it over).
+fn box_index_rows(g: &GitDir, rows: &mut Vec<Row>) {
+    let mut names: Vec<_> = fsx::list(&g.dir, Path::new(".")).unwrap_or_default();
+    names.retain(|n| seamfs::index::names::is_box_index(n));
+    names.sort();
+    for n in names {
+        let Ok(Some((k, _))) = fsx::lstat(&g.dir, Path::new(&n)) else { continue };
+        let level = if k == Kind::File { Level::Info } else { Level::Warn };
+        let name = n.to_string_lossy();
+        let whose = match name.strip_prefix("index-box.") {
+            Some(id) => format!("box {id}'s own index"),
+            None => "an older seamfs's box index, taken over by the next box that touches it".to_string(),
+        };
+        let found = format!("{name} present ({}): {whose}, derived state", k.describe());
+        rows.push(row("index-box", level, &g.rel, found, "safe to delete when no box git runs"));
+    }
 }
 
 fn proposal_rows(c: &Checkout, g: &GitDir, rows: &mut Vec<Row>) {

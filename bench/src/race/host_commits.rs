@@ -100,8 +100,11 @@ fn hidden_sample(host: &Path, line: &str, wt: &str) -> Result<String, LabError> 
     let head_blob = out(&["rev-parse", "HEAD:host.txt"])?;
     let moves = out(&["reflog", "-4", "--format=%h %gs"])?;
     let deleted_by = out(&["log", "-2", "--diff-filter=D", "--format=%h %s (parent %p)", "--", "host.txt"])?;
-    let meta = std::fs::metadata(host.join("host.txt")).map_err(|e| LabError::new("stat host.txt", host, e))?;
-    let index = std::fs::metadata(host.join(".git/index")).map_err(|e| LabError::new("stat index", host, e))?;
+    // A box `reset --hard` may have the file (or the index) unlinked right now: say so.
+    let (meta, index) = match (std::fs::metadata(host.join("host.txt")), std::fs::metadata(host.join(".git/index"))) {
+        (Ok(m), Ok(i)) => (m, i),
+        (m, i) => return Ok(format!("hidden {line:?}: index entry [{entry}]; host.txt {:?}, index {:?} (unlinked by a box reset?)", m.err(), i.err())),
+    };
     Ok(format!(
         "hidden {line:?}: index entry [{entry}]; file size {} mtime {}.{:09} ino {} ({} lines) blob {file_blob}; HEAD blob {head_blob}; index file mtime {}.{:09}; HEAD moves [{moves}]; host.txt deleted by [{deleted_by}]",
         meta.size(),
@@ -221,16 +224,21 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
     Ok(b)
 }
 
-/// How many of a box's landed commits change a file under `others` (other boxes' dirs).
-fn carrying_others(host: &Path, b: &BoxSide, others: &[String]) -> Result<u64, LabError> {
-    let mut n = 0;
+/// How many of a box's landed commits change a file under `others` (other boxes' dirs), and
+/// the first few such changes (`A path`: re-added, `D path`: reverted).
+fn carrying_others(host: &Path, b: &BoxSide, others: &[String]) -> Result<(u64, Vec<String>), LabError> {
+    let (mut n, mut samples) = (0, Vec::new());
     for id in &b.ids {
-        let r = git_run(host, &["show", "--name-only", "--no-renames", "--format=", id])?;
-        if r.stdout.lines().any(|p| others.iter().any(|o| p.starts_with(o.as_str()))) {
+        let r = git_run(host, &["show", "--name-status", "--no-renames", "--format=", id])?;
+        let theirs: Vec<&str> = r.stdout.lines().filter(|l| others.iter().any(|o| l.get(2..).is_some_and(|p| p.starts_with(o.as_str())))).collect();
+        if !theirs.is_empty() {
             n += 1;
+            if samples.len() < FOREIGN_SAMPLES {
+                samples.push(format!("{id}: {}", theirs.join(", ").replace('\t', " ")));
+            }
         }
     }
-    Ok(n)
+    Ok((n, samples))
 }
 
 /// True when some box's soft reset took commit `id` off the branch.
@@ -293,12 +301,18 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     if nb > 1 {
         f.zero("box_commits_lost", "box commits lost (on no branch, no box reset them)", box_lost(&b));
         f.count("foreign_index_views", "box looks staging another box's files (transient)", b.foreign);
-        let carried: Vec<u64> = per_box.iter().enumerate().map(|(i, one)| carrying_others(&rig.host, one, &box_dirs(i, nb).1)).collect::<Result<_, _>>()?;
-        f.zero("box_commits_carrying_others", "box commits carrying another box's files", carried.iter().sum());
+        let carried: Vec<(u64, Vec<String>)> =
+            per_box.iter().enumerate().map(|(i, one)| carrying_others(&rig.host, one, &box_dirs(i, nb).1)).collect::<Result<_, _>>()?;
+        f.zero("box_commits_carrying_others", "box commits carrying another box's files", carried.iter().map(|c| c.0).sum());
+        for (i, (_, samples)) in carried.iter().enumerate() {
+            for s in samples {
+                f.note(format!("box {i} commit carrying another box's file: {s}"));
+            }
+        }
         for (i, one) in per_box.iter().enumerate() {
             f.share(leak(format!("box{i}_commit")), leak(format!("box {i}: commit landed")), one.commit.landed, one.commit.attempted);
             f.zero(leak(format!("box{i}_commits_lost")), leak(format!("box {i}: commits lost")), box_lost(one));
-            f.zero(leak(format!("box{i}_carrying_others")), leak(format!("box {i}: commits carrying another box's files")), carried[i]);
+            f.zero(leak(format!("box{i}_carrying_others")), leak(format!("box {i}: commits carrying another box's files")), carried[i].0);
         }
     }
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);

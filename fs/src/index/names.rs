@@ -134,13 +134,19 @@ impl BoxNames {
     /// True when `lower` is another box's index (`index-box.<other>`, or an unmigrated
     /// `index-box`): a hint for a heal after that box's commit, never served to this box.
     pub fn is_other_box_index(&self, lower: &OsStr) -> bool {
-        let n = lower.as_bytes();
-        if n == LEGACY_INDEX_BOX.as_bytes() {
-            return true;
-        }
-        let Some(id) = n.strip_prefix(INDEX_BOX_PREFIX) else { return false };
-        n != self.index.as_bytes() && std::str::from_utf8(id).is_ok_and(|id| BoxId::parse(id).is_ok())
+        lower.as_bytes() != self.index.as_bytes() && is_box_index(lower)
     }
+}
+
+/// True when `lower` is some box's index: `index-box.<id>`, or an older seamfs's `index-box`
+/// (not a lock, not seamfs's working files). seamd's doctor lists them.
+pub fn is_box_index(lower: &OsStr) -> bool {
+    let n = lower.as_bytes();
+    if n == LEGACY_INDEX_BOX.as_bytes() {
+        return true;
+    }
+    let Some(id) = n.strip_prefix(INDEX_BOX_PREFIX) else { return false };
+    std::str::from_utf8(id).is_ok_and(|id| BoxId::parse(id).is_ok())
 }
 
 #[cfg(test)]
