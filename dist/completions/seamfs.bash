@@ -145,7 +145,7 @@ _seamfs() {
             return 0
             ;;
         seamfs__subcmd__mount)
-            opts="-h --over --foreground --no-passthrough --ttl --threads --log --no-index-split --lock-wait-ms --shared-index-wait-ms --config --feed --help"
+            opts="-h --over --foreground --no-passthrough --ttl --threads --log --no-index-split --lock-wait-ms --shared-index-wait-ms --config --feed --box-id --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -180,6 +180,10 @@ _seamfs() {
                     return 0
                     ;;
                 --feed)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --box-id)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -38,9 +38,10 @@ complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l lock-wait-ms -d 
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l shared-index-wait-ms -d 'How long a first touch of `index` retries a shared index that reads missing, in ms [default: 2000]' -r
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l config -d 'Settings file (default /etc/seamfs.toml when it exists); flags override it' -r -F
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l feed -d 'The host change feed (seamd run --feed): unix:PATH, vsock:CID:PORT, or a character device such as /dev/virtio-ports/seam.feed. While it is live the work tree stays cached until the host changes it, and box watchers see host edits' -r
+complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l box-id -d 'This box\'s id (1-32 of a-z 0-9 _ -): its index on the share is `index-box.ID`, and every other box is another side, as the host is [default: from /etc/machine-id]' -r
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l foreground -d 'Stay in the foreground and log to stderr'
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l no-passthrough -d 'Never use FUSE passthrough for file data (what a kernel before 6.9 gets anyway)'
-complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l no-index-split -d 'Let the box use the shared index instead of its own `index-box`'
+complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l no-index-split -d 'Let the box use the shared index instead of its own `index-box.ID`'
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -s h -l help -d 'Print help'
 complete -c seamfs -n "__fish_seamfs_using_subcommand umount" -s h -l help -d 'Print help'
 complete -c seamfs -n "__fish_seamfs_using_subcommand doctor" -l json -d 'One JSON document instead of text (fields: docs/box-setup.md, "seamfs doctor")'
