@@ -33,7 +33,7 @@ enum Cmd {
     /// Mount LOWER on MOUNTPOINT, or over DIR itself with --over.
     #[command(after_help = "Exit codes: 0 mounted (the daemon answers); 2 bad arguments or bad input (the message \
                             names the path and what to do); 3 the mount failed.")]
-    Mount(MountArgs),
+    Mount(Box<MountArgs>),
     /// Unmount a seamfs mount (only seamfs; also clears one whose daemon died).
     #[command(after_help = "Exit codes: 0 unmounted (or a dead mount cleared); 2 not a seamfs mount; 4 the \
                             unmount failed.")]
@@ -124,7 +124,7 @@ fn run(args: Vec<OsString>) -> Result<i32, MountError> {
     };
     let cli = Cli::parse_from(args);
     match cli.cmd {
-        Cmd::Mount(a) => run_mount(a),
+        Cmd::Mount(a) => run_mount(*a),
         Cmd::Umount { mountpoint } => run_umount(&mountpoint),
         Cmd::Doctor(a) => Ok(seamfs::doctor::main(&a)),
     }

@@ -404,7 +404,7 @@ impl<L: Layer> Core<L> {
                 self.lower.stat(&cpath(&p)).ok().map(|st| (st.st_mtime, p))
             })
             .collect();
-        found.sort_by(|a, b| b.0.cmp(&a.0));
+        found.sort_by_key(|f| std::cmp::Reverse(f.0));
         found.into_iter().take(OTHER_BOX_HINTS).map(|(_, p)| p).collect()
     }
 

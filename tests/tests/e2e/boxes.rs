@@ -13,7 +13,7 @@ use seam_tests::mount::seamfs_cmd;
 use seam_tests::sys::{self, Errno};
 use seam_tests::{Git, Mount, TempDir};
 
-use crate::hostbox::{age, staged, status, write, Child};
+use crate::hostbox::{make_repo, staged, status, write, Child};
 
 const FILES: &[(&str, &str)] = &[("a.txt", "a\n"), ("b.txt", "b\n"), ("c.txt", "c\n")];
 
@@ -31,15 +31,7 @@ impl Boxes {
     fn new(label: &str, ids: &[&str]) -> Boxes {
         let backing = TempDir::new(&format!("{label}-backing"));
         let git = Git::new();
-        let host = backing.join("repo");
-        std::fs::create_dir(&host).expect("mkdir repo on the backing dir");
-        git.run(&host, &["init", "-q"]);
-        for (p, c) in FILES {
-            write(&host.join(p), c);
-            age(&host.join(p));
-        }
-        git.run(&host, &["add", "-A"]);
-        git.run(&host, &["commit", "-q", "-m", "base"]);
+        make_repo(&git, &backing.join("repo"), FILES);
         let mut mnts = Vec::new();
         let mut mounts = Vec::new();
         for id in ids {

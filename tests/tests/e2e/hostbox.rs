@@ -73,14 +73,7 @@ impl Env {
     /// hour back before they are staged, so no entry is racily clean.
     pub fn host_repo(&self, name: &str, files: &[(&str, &str)]) -> Repo {
         let r = self.repo_at(name);
-        std::fs::create_dir(&r.host).expect("mkdir on the backing dir");
-        self.host(&r, &["init", "-q"]);
-        for (p, c) in files {
-            write(&r.h(p), c);
-            age(&r.h(p));
-        }
-        self.host(&r, &["add", "-A"]);
-        self.host(&r, &["commit", "-q", "-m", "base"]);
+        make_repo(&self.git, &r.host, files);
         r
     }
 
@@ -132,6 +125,19 @@ impl Env {
         mount.unmount();
         drop((git, backing, _mnt));
     }
+}
+
+/// Makes a repository at `dir` (a new directory) with `files` committed as "base", their mtimes
+/// an hour back before they are staged, so no entry is racily clean.
+pub fn make_repo(git: &Git, dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir(dir).expect("mkdir on the backing dir");
+    git.run(dir, &["init", "-q"]);
+    for (p, c) in files {
+        write(&dir.join(p), c);
+        age(&dir.join(p));
+    }
+    git.run(dir, &["add", "-A"]);
+    git.run(dir, &["commit", "-q", "-m", "base"]);
 }
 
 /// Writes a file (creating parents).
