@@ -163,21 +163,71 @@ fn another_boxs_lock_is_waited_for_not_reaped() {
     bx.finish();
 }
 
+/// A box process that read HEAD before another box committed is held to what it saw, as after a
+/// host commit: its move is refused, the other box's commit stays the tip.
+#[test]
+fn another_boxs_ref_move_is_judged_like_the_hosts() {
+    let bx = Boxes::new("boxes-refmove", &["ra", "rb"]);
+    let base = bx.run(&bx.h(), &["rev-parse", "HEAD"]).trim().to_string();
+    let tree = format!("{base}^{{tree}}");
+    let stale = bx.run(&bx.h(), &["commit-tree", &tree, "-p", &base, "-m", "box ra's move"]).trim().to_string();
+    let script = format!("read HEAD\nread refs/heads/main\nsignal ready\nwait go\nmove refs/heads/main {stale}\n");
+    let mut child = Child::spawn(&bx.b(0).join(".git"), &script);
+    child.wait_for("ready");
+    write(&bx.b(1).join("b.txt"), "b from box rb\n");
+    bx.run(&bx.b(1), &["commit", "-q", "-a", "-m", "from rb"]);
+    let tip = bx.run(&bx.h(), &["rev-parse", "HEAD"]).trim().to_string();
+    child.signal("go");
+    let report = child.finish();
+    assert!(report.contains("move refs/heads/main EBUSY unlink=ok"), "box ra's stale move was not refused:\n{report}\n{}", bx.logs());
+    assert_eq!(bx.run(&bx.h(), &["rev-parse", "HEAD"]).trim(), tip, "box rb's commit is no longer the tip");
+    assert!(bx.mounts[0].log().contains("moved by the other side"), "{}", bx.logs());
+    bx.finish();
+}
+
+/// The older `index-box`, so two boxes' first touches at once can race for it: one wins.
+fn legacy_repo(bx: &Boxes, staged_file: &str) -> Vec<u8> {
+    let (host, gitdir) = (bx.h(), bx.h().join(".git"));
+    write(&host.join(staged_file), "staged by an older seamfs\n");
+    std::fs::copy(gitdir.join("index"), gitdir.join("index-box")).expect("copy the index");
+    let mut add = bx.git.cmd(&host, &["add", staged_file]);
+    add.env("GIT_INDEX_FILE", gitdir.join("index-box"));
+    seam_tests::run::run(&mut add).ok();
+    std::fs::read(gitdir.join("index-box")).expect("read")
+}
+
+#[test]
+fn two_first_touches_at_once_migrate_once() {
+    let mut bx = Boxes::new("boxes-migrate-race", &[]);
+    let old = legacy_repo(&bx, "old.txt");
+    for id in ["xa", "xb"] {
+        let mnt = TempDir::new(&format!("boxes-migrate-race-{id}"));
+        bx.mounts.push(Mount::seamfs(bx.backing.path(), mnt.path(), &["--ttl", "0", "--box-id", id]));
+        bx._mnts.push(mnt);
+    }
+    let staged_in: Vec<Vec<String>> = std::thread::scope(|s| {
+        let runs: Vec<_> = (0..2).map(|i| s.spawn({ let bx = &bx; move || staged(&bx.git, &bx.b(i)) })).collect();
+        runs.into_iter().map(|t| t.join().expect("a box's git status")).collect()
+    });
+    let gitdir = bx.h().join(".git");
+    let winners: Vec<&str> = ["xa", "xb"].into_iter().filter(|id| std::fs::read(gitdir.join(format!("index-box.{id}"))).is_ok_and(|b| b == old)).collect();
+    assert_eq!(winners.len(), 1, "the older index went to {winners:?}:\n{}", bx.logs());
+    assert_eq!(staged_in.iter().filter(|s| s.as_slice() == ["A\told.txt"]).count(), 1, "{staged_in:?}\n{}", bx.logs());
+    assert!(!gitdir.join("index-box").exists());
+    assert_eq!(bx.logs().matches("migrated index-box").count(), 1, "{}", bx.logs());
+    bx.finish();
+}
+
 #[test]
 fn an_older_index_box_migrates_once() {
     let bx = Boxes::new("boxes-migrate", &[]);
     let (host, gitdir) = (bx.h(), bx.h().join(".git"));
     // What a seamfs before box ids left: its index-box with the box's staging, its sync point
     // and its commit message.
-    write(&host.join("old.txt"), "staged by an older seamfs\n");
-    std::fs::copy(gitdir.join("index"), gitdir.join("index-box")).expect("copy the index");
-    let mut add = bx.git.cmd(&host, &["add", "old.txt"]);
-    add.env("GIT_INDEX_FILE", gitdir.join("index-box"));
-    seam_tests::run::run(&mut add).ok();
+    let old_index = legacy_repo(&bx, "old.txt");
     let head = bx.run(&host, &["rev-parse", "HEAD"]);
     std::fs::write(gitdir.join("index-box.seam-base"), head.trim()).expect("write the old sync point");
     std::fs::write(gitdir.join("COMMIT_EDITMSG-box"), "old message\n").expect("write the old message");
-    let old_index = std::fs::read(gitdir.join("index-box")).expect("read");
 
     let mut bx = bx;
     for id in ["ma", "mb"] {
