@@ -254,3 +254,20 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
     Ok(f)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn foreign_views_are_other_boxes_files_staged_as_added_or_modified() {
+        let (mine, others) = box_dirs(0, 3);
+        assert_eq!((mine.as_str(), others.clone()), ("box-0/", vec!["box-1/".to_string(), "box-2/".to_string()]));
+        assert_eq!(box_dirs(0, 1), ("box/".to_string(), Vec::new()), "one box keeps the single-box layout");
+        assert!(foreign_staged("A  box-1/0001.txt\n", &others));
+        assert!(foreign_staged("M  box-2/0001.txt\n", &others));
+        assert!(!foreign_staged("D  box-1/0001.txt\n", &others), "a deletion is status reading index before HEAD");
+        assert!(!foreign_staged("A  box-0/0001.txt\n M box-1/0001.txt\n", &others), "own staging, another's unstaged edit");
+        assert!(!foreign_staged("?? box-1/0001.txt\n", &others));
+    }
+}
