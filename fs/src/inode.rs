@@ -12,7 +12,7 @@
 use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use dashmap::DashMap;
@@ -45,7 +45,7 @@ pub struct Node {
     /// The FUSE generation: a new one when the lower hands this inode number to a new file
     /// while the kernel may still hold the old one (the kernel then drops its old inode and
     /// every entry naming it instead of serving the new file under an old name, ADR 0027).
-    pub generation: u64,
+    pub generation: u32,
     /// An O_PATH fd kept by policy: the node then keeps reading the file it was looked up as.
     pub pinned: Option<Arc<OwnedFd>>,
     /// The lower file's stamp at the last open served through the page cache (0: none), so
@@ -62,7 +62,7 @@ pub struct InodeTable {
     nodes: DashMap<u64, Node>,
     synthetic: DashMap<(u64, u64), u64>,
     next_synthetic: AtomicU64,
-    next_generation: AtomicU64,
+    next_generation: AtomicU32,
     root_dev: u64,
     root_ino: u64,
     pins: AtomicUsize,
@@ -91,7 +91,7 @@ impl InodeTable {
             nodes: DashMap::new(),
             synthetic: DashMap::new(),
             next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
-            next_generation: AtomicU64::new(1),
+            next_generation: AtomicU32::new(1),
             root_dev: root.st_dev,
             root_ino: root.st_ino,
             pins: AtomicUsize::new(0),
@@ -200,9 +200,10 @@ impl InodeTable {
         id
     }
 
-    /// A node's FUSE generation (0 for an unknown node: the kernel holds none by that id).
+    /// A node's FUSE generation (0 for an unknown node: the kernel holds none by that id). The
+    /// kernel keeps 32 bits of it (`inode->i_generation`), so the table does too.
     pub fn generation(&self, id: u64) -> u64 {
-        self.nodes.get(&id).map_or(0, |n| n.generation)
+        self.nodes.get(&id).map_or(0, |n| u64::from(n.generation))
     }
 
     /// Adds one kernel reference to an existing node (a stale answer served again).

@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 use super::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_with, HealOptions, HealOutcome, Hint};
+use crate::heal::{blob_id, heal_owned, trim_heap, HealOptions, HealOutcome, Hint, HintData};
 use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
@@ -34,10 +34,29 @@ pub(crate) struct PendingHeal {
     new_commit: String,
 }
 
-/// Returns the heal's transient copies of large indexes to the system.
-pub(crate) fn trim_heap() {
-    // SAFETY: malloc_trim only releases free memory.
-    unsafe { libc::malloc_trim(0) };
+
+/// An index copy named by its size and trailing checksum (the heal verified the checksum); an
+/// index written with index.skipHash (checksum zero) by its blob id as well.
+struct CopyId {
+    len: u64,
+    tail: Vec<u8>,
+    unsummed: Option<String>,
+}
+
+impl CopyId {
+    fn of(bytes: &[u8], kind: gix::hash::Kind) -> CopyId {
+        let n = kind.len_in_bytes().min(bytes.len());
+        let tail = bytes[bytes.len() - n..].to_vec();
+        let unsummed = tail.iter().all(|&b| b == 0).then(|| blob_id(bytes, kind));
+        CopyId { len: bytes.len() as u64, tail, unsummed }
+    }
+
+    /// Whether `bytes` are the copy.
+    fn is(&self, bytes: &[u8], kind: gix::hash::Kind) -> bool {
+        bytes.len() as u64 == self.len
+            && bytes.ends_with(&self.tail)
+            && self.unsummed.as_ref().is_none_or(|id| *id == blob_id(bytes, kind))
+    }
 }
 
 fn hash_kind(oid: &str) -> gix::hash::Kind {
@@ -128,11 +147,14 @@ impl<L: Layer> Core<L> {
         // `index.lock` (renamed in after the ref), else the index itself.
         let names = self.layer.names();
         let (lock_path, index_path) = (gitdir.join(names.index_lock()), gitdir.join(names.index()));
-        let from_lock = || read_lower(&self.lower, &lock_path).ok().flatten();
-        let from_index = || read_lower(&self.lower, &index_path).ok().flatten();
+        let from_lock = || self.open_hint(&lock_path);
+        let from_index = || self.open_hint(&index_path);
         let hints: [Hint; 2] = [&from_lock, &from_index];
         let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
-        let healed = match heal_with(&objects, &bytes, old, new, opts) {
+        // Only the copy's size and checksum are kept through the heal (`same_index`): the heal
+        // frees the bytes once decoded, and a proposal reads them again.
+        let copy = CopyId::of(&bytes, hash_kind(new));
+        let healed = match heal_owned(&objects, bytes, old, new, opts) {
             Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
             Ok(HealOutcome::Unchanged) => return None,
             Ok(HealOutcome::Refused(r)) => {
@@ -155,26 +177,26 @@ impl<L: Layer> Core<L> {
         let lock = cpath(&gitdir.join("index.lock"));
         let held = if op_in_progress { None } else { self.take_lock(gitdir, &lock) };
         let Some(fd) = held else {
-            self.propose(gitdir, &bytes, new, &healed.0, healed.1);
+            // The base read again: proposed only while it is still the copy healed.
+            match read_lower(&self.lower, &index).ok().flatten() {
+                Some(base) if copy.is(&base, hash_kind(new)) => self.propose(gitdir, &base, new, &healed.0, healed.1),
+                _ => debug!(gitdir = %gitdir.display(), "shared index changed during the heal: no proposal"),
+            }
             return None;
         };
         // Under the lock: the index may have changed since the copy (host staging): heal again.
         // The copy's trailing checksum was verified by the heal, so the same size and checksum
-        // mean the same bytes (an index written with index.skipHash is compared whole).
-        let same = self.same_index(&index, &bytes, hash_kind(new));
-        let final_bytes = if same {
+        // mean the same bytes (an index written with index.skipHash, whose checksum is zero,
+        // is healed again).
+        let final_bytes = if self.same_index(&index, &copy) {
             Some(healed.0)
         } else {
-            let now = read_lower(&self.lower, &index).ok().flatten();
-            if now.as_deref() == Some(&bytes[..]) {
-                Some(healed.0)
-            } else {
-                let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
-                now.and_then(|b| match heal_with(&objects, &b, old, new, opts) {
-                    Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
-                    _ => None,
-                })
-            }
+            drop(healed);
+            let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
+            read_lower(&self.lower, &index).ok().flatten().and_then(|b| match heal_owned(&objects, b, old, new, opts) {
+                Ok(HealOutcome::Healed { bytes, .. }) => Some(bytes),
+                _ => None,
+            })
         };
         self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
@@ -200,19 +222,26 @@ impl<L: Layer> Core<L> {
 
     /// Whether the index file still holds `copy` (whose trailing checksum is verified and not
     /// zero), judged by its size and trailing checksum, read without reading the rest.
-    fn same_index(&self, index: &Path, copy: &[u8], kind: gix::hash::Kind) -> bool {
+    fn same_index(&self, index: &Path, copy: &CopyId) -> bool {
         use std::os::unix::fs::FileExt;
-        let n = kind.len_in_bytes();
-        let Some(want) = copy.len().checked_sub(n).map(|at| &copy[at..]) else { return false };
-        if want.iter().all(|&b| b == 0) {
+        if copy.tail.is_empty() || copy.unsummed.is_some() {
             return false;
         }
         let c = cpath(index);
         self.lower.refresh(&c);
         let Ok((fd, st)) = self.lower.open_regular(&c) else { return false };
         let f = std::fs::File::from(fd);
-        let mut tail = vec![0u8; n];
-        st.st_size as u64 == copy.len() as u64 && f.read_exact_at(&mut tail, copy.len() as u64 - n as u64).is_ok() && tail == want
+        let mut tail = vec![0u8; copy.tail.len()];
+        st.st_size as u64 == copy.len
+            && f.read_exact_at(&mut tail, copy.len - copy.tail.len() as u64).is_ok()
+            && tail == copy.tail
+    }
+
+    /// A hint index opened on the lower (refreshed first), read by the heal as it hashes it.
+    fn open_hint(&self, rel: &Path) -> Option<HintData> {
+        let c = cpath(rel);
+        self.lower.refresh(&c);
+        self.lower.open_regular(&c).ok().map(|(fd, _)| HintData::File(std::fs::File::from(fd)))
     }
 
     /// The index file's mtime: kept entries changed at or after it are smudged (racily clean).
@@ -352,17 +381,12 @@ impl<L: Layer> Core<L> {
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         // The mover's index usually holds the tree it moved HEAD to: the host's shared index
         // (a box's sealed heal writes it too), else the other box that committed.
-        let shared = || read_lower(&self.lower, &gitdir.join(SHARED_INDEX)).ok().flatten();
-        let others: Vec<_> = self
-            .other_box_indexes(gitdir)
-            .into_iter()
-            .map(|p| move || read_lower(&self.lower, &p).ok().flatten())
-            .collect();
+        let shared = || self.open_hint(&gitdir.join(SHARED_INDEX));
+        let others: Vec<_> = self.other_box_indexes(gitdir).into_iter().map(|p| move || self.open_hint(&p)).collect();
         let mut hints: Vec<Hint> = vec![&shared];
         hints.extend(others.iter().map(|f| f as Hint));
         let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
-        let outcome = heal_with(&self.objects_dir(&common), &bytes, &base, &head, opts);
-        drop(bytes);
+        let outcome = heal_owned(&self.objects_dir(&common), bytes, &base, &head, opts);
         match outcome {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
                 let lock = cpath(&gitdir.join(names.index_lock()));

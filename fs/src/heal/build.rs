@@ -103,8 +103,17 @@ fn no_dir_file_clash(state: &State, stale: &[Change]) -> Result<(), Refusal> {
 
 /// The index file: entries, no optional extension, trailing checksum (hashed in one go: gix's
 /// hashing writer is slow with one small write per field).
+/// An upper bound of `state`'s encoded size as version 2 or 3 without extensions: the header,
+/// each entry's fixed part, path and padding (at most 8), the checksum.
+fn encoded_len(state: &State) -> usize {
+    let hash = state.object_hash().len_in_bytes();
+    let fixed = 40 + hash + 4; // stat, id, flags and extended flags
+    12 + state.entries().len() * (fixed + 8) + state.path_backing().len() + hash
+}
+
 pub(crate) fn encode(state: &State) -> Result<Vec<u8>, HealError> {
-    let mut out = Vec::new();
+    // Sized up front: grown by doubling, a 9 MiB index would pass through 16 MiB and a copy.
+    let mut out = Vec::with_capacity(encoded_len(state));
     let opts = gix::index::write::Options { extensions: gix::index::write::Extensions::None, skip_hash: true };
     state.write_to(&mut out, opts).map_err(|e| HealError::Encode { cause: e.to_string() })?;
     let mut h = gix::hash::hasher(state.object_hash());

@@ -82,19 +82,55 @@ fn tree_mode(mode: Mode) -> Option<&'static [u8]> {
     })
 }
 
+/// Index entries in order, gathered into directories; each closed directory is hashed into the
+/// [`MemTrees`] given.
+struct Builder {
+    kind: gix::hash::Kind,
+    stack: Vec<Dir>,
+    /// The open directories' path, each ending in '/'.
+    cur: Vec<u8>,
+}
+
+impl Builder {
+    fn new(kind: gix::hash::Kind) -> Builder {
+        Builder { kind, stack: vec![Dir { prefix_len: 0, name: BString::default(), items: TreeItems::default(), bad: false }], cur: Vec::new() }
+    }
+
+    fn push(&mut self, trees: &mut MemTrees, path: &[u8], mode: Mode, id: ObjectId) {
+        // Close the directories this path is not under.
+        while self.stack.len() > 1 && !(path.len() > self.cur.len() && path.starts_with(&self.cur)) {
+            trees.close(&mut self.stack, self.kind);
+            self.cur.truncate(self.stack.last().expect("the root stays").prefix_len);
+        }
+        // Open the ones it is in.
+        let rest = &path[self.cur.len()..];
+        let mut start = 0;
+        for (i, _) in rest.iter().enumerate().filter(|(_, &b)| b == b'/') {
+            let name = rest[start..i].as_bstr().to_owned();
+            self.cur.extend_from_slice(&rest[start..=i]);
+            self.stack.push(Dir { prefix_len: self.cur.len(), name, items: TreeItems::default(), bad: false });
+            start = i + 1;
+        }
+        let top = self.stack.last_mut().expect("the root stays");
+        match tree_mode(mode) {
+            Some(_) => top.items.push(&rest[start..], Item::Leaf(Leaf { mode, id })),
+            None => top.bad = true,
+        }
+    }
+
+    fn finish(mut self, trees: &mut MemTrees) -> Option<ObjectId> {
+        while self.stack.len() > 1 {
+            trees.close(&mut self.stack, self.kind);
+        }
+        let root = self.stack.pop().expect("the root");
+        trees.finish(root.items, root.bad, self.kind)
+    }
+}
+
 impl MemTrees {
     /// The items of tree `id`, when an added index holds it.
     pub fn get(&self, id: &ObjectId) -> Option<Items> {
         self.map.get(id).cloned()
-    }
-
-    /// Takes in the trees `other` knows.
-    pub fn extend(&mut self, other: MemTrees) {
-        if self.map.is_empty() {
-            self.map = other.map;
-        } else {
-            self.map.extend(other.map);
-        }
     }
 
     /// Whether tree `id` is known here.
@@ -106,38 +142,29 @@ impl MemTrees {
     /// as a tree; returns the root tree's id (None when the index cannot be one tree: an entry
     /// whose mode no tree holds).
     pub fn add(&mut self, state: &State) -> Option<ObjectId> {
-        let kind = state.object_hash();
-        let mut stack = vec![Dir { prefix_len: 0, name: BString::default(), items: TreeItems::default(), bad: false }];
-        let mut cur: Vec<u8> = Vec::new(); // the open directories' path, each ending in '/'
+        let mut b = Builder::new(state.object_hash());
         for e in state.entries() {
-            let path = e.path(state);
-            // Close the directories this path is not under.
-            while stack.len() > 1 && !(path.len() > cur.len() && path.starts_with(&cur)) {
-                self.close(&mut stack, kind);
-                cur.truncate(stack.last().expect("the root stays").prefix_len);
-            }
-            // Open the ones it is in.
-            let rest = &path[cur.len()..];
-            let mut start = 0;
-            for (i, _) in rest.iter().enumerate().filter(|(_, &b)| b == b'/') {
-                let name = rest[start..i].as_bstr().to_owned();
-                cur.extend_from_slice(&rest[start..=i]);
-                stack.push(Dir { prefix_len: cur.len(), name, items: TreeItems::default(), bad: false });
-                start = i + 1;
-            }
-            let top = stack.last_mut().expect("the root stays");
-            match tree_mode(e.mode) {
-                Some(_) => top.items.push(&rest[start..], Item::Leaf(Leaf { mode: e.mode, id: e.id })),
-                None => top.bad = true,
-            }
+            b.push(self, e.path(state), e.mode, e.id);
         }
-        while stack.len() > 1 {
-            self.close(&mut stack, kind);
-        }
-        let root = stack.pop().expect("the root");
-        self.finish(root.items, root.bad, kind)
+        b.finish(self)
     }
 
+    /// [`add`](Self::add) for a hint's index file, read without decoding it (`rawindex`). A
+    /// malformed file adds what it yielded, which only names trees nobody asks for.
+    pub fn add_hint(&mut self, hint: super::HintData, kind: gix::hash::Kind) -> Option<ObjectId> {
+        use std::io::Read;
+        let mut b = Builder::new(kind);
+        let mut push = |path: &[u8], mode, id| b.push(self, path, mode, id);
+        let whole = match hint {
+            super::HintData::Bytes(bytes) => super::rawindex::for_each_entry(&bytes[..], kind, &mut push),
+            super::HintData::File(f) => {
+                let r = std::io::BufReader::with_capacity(64 << 10, f.take(crate::gitdata::MAX_META));
+                super::rawindex::for_each_entry(r, kind, &mut push)
+            }
+        };
+        let root = b.finish(self);
+        whole.and(root)
+    }
     /// Closes the innermost directory into its parent.
     fn close(&mut self, stack: &mut Vec<Dir>, kind: gix::hash::Kind) {
         let d = stack.pop().expect("a directory to close");
@@ -170,7 +197,13 @@ impl MemTrees {
         h.update(format!("tree {}\0", body.len()).as_bytes());
         h.update(&body);
         let id = h.try_finalize().ok()?;
-        self.map.entry(id).or_insert_with(|| Arc::new(items));
+        self.map.entry(id).or_insert_with(|| {
+            // Kept for the whole heal: without the slack of growing by doubling.
+            let mut items = items;
+            items.names.shrink_to_fit();
+            items.items.shrink_to_fit();
+            Arc::new(items)
+        });
         Some(id)
     }
 }

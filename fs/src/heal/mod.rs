@@ -14,7 +14,8 @@
 //!   [`Refusal::DirFileClash`].
 //!
 //! Modules: [`outcome`] (the answer's types), `trees` (commits and trees through gix, or from
-//! `memtrees`: trees hashed from index entries, so few are read from the share), `plan`
+//! `memtrees`: trees hashed from index entries, so few are read from the share; `rawindex`: a
+//! hint's entries read as the file streams in, never decoded whole), `plan`
 //! (the rule, pure), `lookup` (the decoded index, looked up by path), `staged` (is anything
 //! staged off the move: ff or carry), `build` (apply and encode), [`proposal`] (the fallback's
 //! file names).
@@ -32,12 +33,14 @@ mod memtrees;
 pub mod outcome;
 mod plan;
 pub mod proposal;
+mod rawindex;
 mod staged;
 mod trees;
 
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::SystemTime;
@@ -48,12 +51,21 @@ use gix::ObjectId;
 pub use outcome::{HealError, HealKind, HealOutcome, Refusal};
 
 use lookup::StateLookup;
-use memtrees::MemTrees;
 use plan::Decision;
 use trees::Objects;
 
+/// What a hint gives: an index file's bytes, or the open file, read as it is hashed so that it
+/// is never held whole (at 100,000 files an index is ~9 MiB).
+#[derive(Debug)]
+pub enum HintData {
+    /// The bytes.
+    Bytes(Vec<u8>),
+    /// The open file, read front to back at most [`crate::gitdata::MAX_META`] bytes.
+    File(std::fs::File),
+}
+
 /// Reads one hint index file when the heal needs it (None: absent or unreadable).
-pub type Hint<'a> = &'a (dyn Fn() -> Option<Vec<u8>> + Sync);
+pub type Hint<'a> = &'a (dyn Fn() -> Option<HintData> + Sync);
 
 /// How [`heal_with`] works; [`heal`] uses the defaults.
 #[derive(Clone, Copy, Default)]
@@ -93,11 +105,27 @@ pub fn heal_with(
     new_commit: &str,
     opts: HealOptions<'_>,
 ) -> Result<HealOutcome, HealError> {
-    crate::lower_view::with_lower_view(|| heal_here(objects_dir, index, old_commit, new_commit, opts))
+    crate::lower_view::with_lower_view(|| heal_here(objects_dir, Cow::Borrowed(index), old_commit, new_commit, opts))
+}
+
+/// [`heal_with`] taking the index bytes: they are freed once decoded, so a large index is not
+/// held twice while the heal runs.
+pub fn heal_owned(
+    objects_dir: &Path,
+    index: Vec<u8>,
+    old_commit: &str,
+    new_commit: &str,
+    opts: HealOptions<'_>,
+) -> Result<HealOutcome, HealError> {
+    crate::lower_view::with_lower_view(|| heal_here(objects_dir, Cow::Owned(index), old_commit, new_commit, opts))
 }
 
 /// [`heal_with`] on this thread.
-fn heal_here(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &str, opts: HealOptions<'_>) -> Result<HealOutcome, HealError> {
+///
+/// The order keeps the peak low (issue #16: within 32 MiB at 100,000 files): the index is
+/// decoded and its bytes freed (when owned) before anything else is held, and hints are hashed
+/// into trees as they are read, never decoded or held whole.
+fn heal_here(objects_dir: &Path, index: Cow<'_, [u8]>, old_commit: &str, new_commit: &str, opts: HealOptions<'_>) -> Result<HealOutcome, HealError> {
     let new_id = parse_id(new_commit)?;
     let kind = new_id.kind();
     let old_id = match old_commit {
@@ -107,33 +135,25 @@ fn heal_here(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &st
     if old_id.is_some_and(|o| o.kind() != kind) {
         return Err(HealError::BadCommitId { id: old_commit.to_string() });
     }
-    // The first hint is read and hashed on its own thread meanwhile: most of it is waiting on
-    // the share and hashing, independent of the index's own work.
-    let (own, first_hint) = std::thread::scope(|sc| {
-        let worker = opts.hints.first().map(|hint| {
-            sc.spawn(move || {
-                let mut m = MemTrees::default();
-                if let Some(Ok(h)) = hint().map(|b| decode(&b, kind)) {
-                    m.add(&h);
-                }
-                m
-            })
-        });
-        let own = index_and_trees(objects_dir, index, kind, old_id, new_id);
-        (own, worker.map(|w| w.join().unwrap_or_default()))
-    });
-    let (state, mut objects, old_tree, new_tree, index_root) = own?;
-    if let Some(m) = first_hint {
-        objects.mem().extend(m);
-    }
-    // Further hints until both commits' trees are known.
-    for hint in opts.hints.iter().skip(1) {
+    crate::index::validate::check(&index).map_err(|e| HealError::Index { cause: e.to_string() })?;
+    let state = decode(&index, kind)?;
+    drop(index);
+    trim_heap();
+    let mut objects = Objects::open(objects_dir, kind)?;
+    let old_tree = match old_id {
+        Some(id) => objects.commit_tree(&id)?,
+        None => objects.empty_tree(),
+    };
+    let new_tree = objects.commit_tree(&new_id)?;
+    let index_root = objects.mem().add(&state);
+    // Hints until both commits' trees are known.
+    for hint in opts.hints {
         let m = objects.mem();
         if m.contains(&old_tree) && m.contains(&new_tree) {
             break;
         }
-        if let Some(Ok(h)) = hint().map(|b| decode(&b, kind)) {
-            m.add(&h);
+        if let Some(h) = hint() {
+            m.add_hint(h, kind);
         }
     }
     let moved = objects.diff(&old_tree, &new_tree)?;
@@ -148,6 +168,10 @@ fn heal_here(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &st
             let exact = index_root == Some(old_tree)
                 && !state.entries().iter().any(|e| e.flags.contains(gix::index::entry::Flags::INTENT_TO_ADD));
             let carried = !exact && staged::off_the_move(&objects, &old_tree, &state, &moved_paths)?;
+            // The trees are done with: free them before the healed copy is encoded.
+            drop(moved_paths);
+            drop(objects);
+            trim_heap();
             let mut state = state;
             if let Err(r) = build::apply(&mut state, &stale, opts.index_mtime) {
                 return Ok(HealOutcome::Refused(r));
@@ -156,29 +180,6 @@ fn heal_here(objects_dir: &Path, index: &[u8], old_commit: &str, new_commit: &st
             Ok(HealOutcome::Healed { bytes, kind: if carried { HealKind::Carry } else { HealKind::Ff } })
         }
     }
-}
-
-/// The index checked and decoded, the object database with the index's own trees, the old and
-/// new commits' trees, and the root tree the index hashes to.
-type Own = (gix::index::State, Objects, ObjectId, ObjectId, Option<ObjectId>);
-
-fn index_and_trees(
-    objects_dir: &Path,
-    index: &[u8],
-    kind: gix::hash::Kind,
-    old_id: Option<ObjectId>,
-    new_id: ObjectId,
-) -> Result<Own, HealError> {
-    crate::index::validate::check(index).map_err(|e| HealError::Index { cause: e.to_string() })?;
-    let state = decode(index, kind)?;
-    let mut objects = Objects::open(objects_dir, kind)?;
-    let old_tree = match old_id {
-        Some(id) => objects.commit_tree(&id)?,
-        None => objects.empty_tree(),
-    };
-    let new_tree = objects.commit_tree(&new_id)?;
-    let root = objects.mem().add(&state);
-    Ok((state, objects, old_tree, new_tree, root))
 }
 
 /// True when two index files hold the same entries (path, stage, mode, object id, and the
@@ -208,6 +209,16 @@ pub fn blob_id(bytes: &[u8], kind: gix::hash::Kind) -> String {
     h.update(format!("blob {}\0", bytes.len()).as_bytes());
     h.update(bytes);
     h.try_finalize().expect("hashing in memory cannot fail (collision detection aside)").to_hex().to_string()
+}
+
+/// Returns freed memory to the system between the heal's stages: glibc keeps freed chunks of
+/// the heap, and the next stage's large allocations would otherwise add to the peak, not reuse it.
+pub fn trim_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 fn parse_id(hex: &str) -> Result<ObjectId, HealError> {

@@ -118,7 +118,7 @@ impl Repo {
     fn heal_from(&self, old: &str) -> HealOutcome {
         let new = self.head();
         let plain = heal(&self.objects(), &self.index(), old, &new).expect("heal decides");
-        let from_box = || std::fs::read(self.dir.join(".git/index-box")).ok();
+        let from_box = || std::fs::File::open(self.dir.join(".git/index-box")).ok().map(HintData::File);
         let hints: [Hint; 1] = [&from_box];
         let hinted =
             heal_with(&self.objects(), &self.index(), old, &new, HealOptions { hints: &hints, ..Default::default() })
@@ -512,9 +512,9 @@ fn a_bad_hint_is_ignored() {
     let (r, base) = Repo::seeded("sha1", &[("a", "1\n"), ("d/b", "2\n")]);
     r.write("d/b", "box\n");
     r.box_commit(&["d/b"]);
-    let junk = || Some(b"DIRC not an index at all".to_vec());
+    let junk = || Some(HintData::Bytes(b"DIRC not an index at all".to_vec()));
     let none = || None;
-    let other = || Some(r.index());
+    let other = || Some(HintData::Bytes(r.index()));
     let hints: [Hint; 3] = [&junk, &none, &other];
     let out =
         heal_with(&r.objects(), &r.index(), &base, &r.head(), HealOptions { hints: &hints, ..Default::default() })
