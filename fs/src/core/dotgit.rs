@@ -72,23 +72,22 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// True when the directory at `path`, found as `st`, was named as a git dir by a `.git`
-    /// file and still holds HEAD. The identity alone is not enough: once that git dir is gone
-    /// (`git worktree remove`), the lower hands its inode number to the next directory made,
-    /// and a fresh work-tree directory served as a git dir maps `.git/index.lock` to a name
-    /// it never finds ("unable to write new index file"). A forgotten identity is dropped.
-    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat, path: &std::ffi::CStr) -> bool {
-        let key = (st.st_dev, st.st_ino);
-        if self.extra_gitdirs.is_empty() || !self.extra_gitdirs.contains_key(&key) {
-            return false;
+    /// True when the directory found as `st` was named as a git dir by a `.git` file. (`path`,
+    /// its lower path, is for the callers' symmetry with `class_found`.)
+    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat, _path: &std::ffi::CStr) -> bool {
+        !self.extra_gitdirs.is_empty() && self.extra_gitdirs.contains_key(&(st.st_dev, st.st_ino))
+    }
+
+    /// The lower just made a file (`st`): whatever git dir was known by its inode number is gone.
+    /// `git worktree remove` deletes `.git/worktrees/<n>`, and the next `mkdir` (a new
+    /// repository's, made at once by an agent tool) gets its number: served as a git dir, its own
+    /// `.git/index.lock` was created as `index-box.lock` and then never found ("unable to write
+    /// new index file", ADR 0027). Checking for `HEAD` at each lookup instead breaks removing a
+    /// git dir, whose `HEAD` goes before the directory does.
+    pub(crate) fn forget_reused_gitdir(&self, st: &libc::stat) {
+        if !self.extra_gitdirs.is_empty() {
+            self.extra_gitdirs.remove(&(st.st_dev, st.st_ino));
         }
-        let mut head = path.to_bytes().to_vec();
-        head.extend_from_slice(b"/HEAD");
-        let holds_head = std::ffi::CString::new(head).is_ok_and(|h| self.lower.stat(&h).is_ok());
-        if !holds_head {
-            self.extra_gitdirs.remove(&key);
-        }
-        holds_head
     }
 }
 

@@ -306,6 +306,9 @@ impl<L: Layer> Core<L> {
 
     /// `record`, with the stat already taken (from the new file's own fd).
     pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat, fresh: bool) -> Result<Entry, Errno> {
+        if fresh {
+            self.forget_reused_gitdir(&st);
+        }
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
         let id = self.found(parent, &child.lower, &st, class, &child.path, fresh);
         let entry = self.entry_for(id, &st, class, None);
