@@ -467,7 +467,10 @@ impl<L: Layer> Core<L> {
                     Verdict::Allow
                 } else {
                     match judge_ref(name, self.judge.tracker.seen_ref(p, &gitdir, name).as_ref(), &now) {
-                        Verdict::Allow => self.judge_head_ops(p, &gitdir, name),
+                        Verdict::Allow => match self.judge_head_ops(p, &gitdir, name) {
+                            Verdict::Allow => self.judge_index(p, &gitdir, name, &now),
+                            refuse => refuse,
+                        },
                         refuse => refuse,
                     }
                 }
@@ -496,6 +499,26 @@ impl<L: Layer> Core<L> {
         }
         let now = self.ops_present(&start.gitdir);
         judge_ops(&now, &self.own_ops(&start.gitdir))
+    }
+
+    /// A move of HEAD or the command's branch from an index in sync with another commit: see
+    /// `verdict::judge_index_base`. The index is the work tree's (the command's git dir).
+    fn judge_index(&self, p: Proc, dir: &Path, name: &str, now: &Option<String>) -> Verdict {
+        let Some(start) = self.judge.tracker.start_of(p) else { return Verdict::Allow };
+        let moves_head = (name == "HEAD" && dir == start.gitdir) || (dir == start.common && start.branch.as_deref() == Some(name));
+        if !moves_head {
+            return Verdict::Allow;
+        }
+        let read_at = self.judge.tracker.index_base_of(p, &start.gitdir);
+        // The new value is what the lock holds; its parents are read only when the index is off.
+        let on_now = || {
+            let lock = read_lower(&self.lower, &dir.join(format!("{name}.lock"))).ok().flatten()?;
+            let new = String::from_utf8_lossy(&lock).trim().to_string();
+            let common = GitDirRef::open(&self.lower, dir.to_path_buf()).common;
+            let parents = crate::heal::commit_parents(&self.objects_dir(&common), &new)?;
+            Some(now.as_ref().is_some_and(|n| parents.iter().any(|p| p == n)))
+        };
+        verdict::judge_index_base(name, read_at.as_deref(), now, on_now)
     }
 
     fn is_leftover_autostash(&self, dir: &Path) -> bool {

@@ -68,7 +68,7 @@ fn hash_kind(oid: &str) -> gix::hash::Kind {
 }
 
 impl<L: Layer> Core<L> {
-    fn objects_dir(&self, common: &Path) -> PathBuf {
+    pub(crate) fn objects_dir(&self, common: &Path) -> PathBuf {
         PathBuf::from(format!("/proc/self/fd/{}", self.lower.root_fd())).join(common).join("objects")
     }
 
@@ -455,6 +455,26 @@ impl<L: Layer> Core<L> {
         if self.base(gitdir).is_some_and(|now| now != read_at) {
             info!(gitdir = %gitdir.display(), sync_point = %read_at, "box index rewritten from a read before a heal: healing it again on the next touch");
             self.set_base(gitdir, &read_at);
+        }
+        self.index_rewritten_from_head(p, gitdir, &read_at);
+    }
+
+    /// The index a box process wrote may be a commit's tree (`reset`, `checkout`, `read-tree`),
+    /// not derived from the one it read: when it is exactly HEAD's tree and the sync point is
+    /// elsewhere (a heal onto HEAD was refused), the sync point is HEAD. Without this, a box
+    /// whose heal was refused for an overlap stayed refused after `git reset` (ADR 0030). Only
+    /// checked when the sync point is not HEAD, so a box in step pays nothing.
+    fn index_rewritten_from_head(&self, p: Proc, gitdir: &Path, read_at: &str) {
+        let Some(head) = self.head_commit(gitdir) else { return };
+        if head == read_at {
+            return;
+        }
+        let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
+        let Some(HintData::File(f)) = self.open_hint(&gitdir.join(self.layer.names().index())) else { return };
+        if crate::heal::index_is_tree_of(&self.objects_dir(&common), f, &head) {
+            info!(gitdir = %gitdir.display(), sync_point = %head, "box index rewritten as HEAD's tree: in sync with HEAD");
+            self.set_base(gitdir, &head);
+            self.judge.tracker.set_index_read(p, gitdir, head);
         }
     }
 

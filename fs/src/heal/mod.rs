@@ -211,6 +211,30 @@ pub fn blob_id(bytes: &[u8], kind: gix::hash::Kind) -> String {
     h.try_finalize().expect("hashing in memory cannot fail (collision detection aside)").to_hex().to_string()
 }
 
+/// Whether the index file `index` holds exactly the tree of commit `commit` (hex) in
+/// `objects_dir`: its entries hash to that tree (read as the file streams in, never decoded).
+pub fn index_is_tree_of(objects_dir: &Path, index: std::fs::File, commit: &str) -> bool {
+    let Ok(id) = parse_id(commit) else { return false };
+    crate::lower_view::with_lower_view(|| {
+        let Ok(objects) = Objects::open(objects_dir, id.kind()) else { return false };
+        let Ok(tree) = objects.commit_tree(&id) else { return false };
+        let mut m = memtrees::MemTrees::default();
+        m.add_hint(HintData::File(index), id.kind()) == Some(tree)
+    })
+}
+
+/// The parents of commit `commit` (hex) in `objects_dir`; None when it cannot be read as one.
+pub fn commit_parents(objects_dir: &Path, commit: &str) -> Option<Vec<String>> {
+    use gix::objs::FindExt;
+    let id = parse_id(commit).ok()?;
+    crate::lower_view::with_lower_view(|| {
+        let odb = gix::odb::at(objects_dir, id.kind()).ok()?;
+        let mut buf = Vec::new();
+        let c = odb.find_commit(&id, &mut buf).ok()?;
+        Some(c.parents().map(|p| p.to_string()).collect())
+    })
+}
+
 /// Returns freed memory to the system between the heal's stages: glibc keeps freed chunks of
 /// the heap, and the next stage's large allocations would otherwise add to the peak, not reuse it.
 pub fn trim_heap() {

@@ -46,6 +46,9 @@ pub struct Tracker {
     /// Per box process: the sync point of `index-box` when it first read its index since its
     /// last write of it, per git dir (see `core::heal_seal::index_written`).
     index_reads: DashMap<(u32, u64), HashMap<PathBuf, String>>,
+    /// Per box process: the sync point the index it last wrote derives from (the read's, taken
+    /// at the write): `git commit` writes its index before it moves the branch.
+    index_writes: DashMap<(u32, u64), HashMap<PathBuf, String>>,
 }
 
 impl Tracker {
@@ -194,25 +197,45 @@ impl Tracker {
         self.index_reads.get(&(p.pid, p.start)).is_some_and(|m| m.contains_key(gitdir))
     }
 
+    /// The sync point the process's view of its index derives from: its read since its last
+    /// write, else the one its last write derived from (None: neither).
+    pub fn index_base_of(&self, p: Proc, gitdir: &Path) -> Option<String> {
+        let of = |m: &DashMap<(u32, u64), HashMap<PathBuf, String>>| m.get(&(p.pid, p.start)).and_then(|m| m.get(gitdir).cloned());
+        of(&self.index_reads).or_else(|| of(&self.index_writes))
+    }
+
     /// Records the sync point at the process's first read of its index (kept until it writes).
     pub fn note_index_read(&self, p: Proc, gitdir: &Path, base: String) {
         self.index_reads.entry((p.pid, p.start)).or_default().entry(gitdir.to_path_buf()).or_insert(base);
     }
 
-    /// The sync point the process read its index at, forgotten (it just wrote its index).
+    /// The sync point the process read its index at, forgotten (it just wrote its index, which
+    /// now derives from it).
     pub fn take_index_read(&self, p: Proc, gitdir: &Path) -> Option<String> {
-        self.index_reads.get_mut(&(p.pid, p.start))?.remove(gitdir)
+        let read = self.index_reads.get_mut(&(p.pid, p.start))?.remove(gitdir)?;
+        self.index_writes.entry((p.pid, p.start)).or_default().insert(gitdir.to_path_buf(), read.clone());
+        Some(read)
     }
 
-    /// The git dirs whose index the process has read since it last wrote it.
+    /// The git dirs whose index the process has read since it last wrote it, or wrote.
     pub fn index_reads_of(&self, p: Proc) -> Vec<PathBuf> {
-        self.index_reads.get(&(p.pid, p.start)).map(|m| m.keys().cloned().collect()).unwrap_or_default()
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for m in [&self.index_reads, &self.index_writes] {
+            if let Some(m) = m.get(&(p.pid, p.start)) {
+                dirs.extend(m.keys().filter(|k| !dirs.contains(k)).cloned().collect::<Vec<_>>());
+            }
+        }
+        dirs
     }
 
-    /// Moves the process's recorded sync point (its own move of the branch advanced it).
+    /// Moves the process's recorded sync points (its own move of the branch advanced them).
     pub fn set_index_read(&self, p: Proc, gitdir: &Path, base: String) {
-        if let Some(mut m) = self.index_reads.get_mut(&(p.pid, p.start)) {
-            m.insert(gitdir.to_path_buf(), base);
+        for m in [&self.index_reads, &self.index_writes] {
+            if let Some(mut m) = m.get_mut(&(p.pid, p.start)) {
+                if let Some(v) = m.get_mut(gitdir) {
+                    *v = base.clone();
+                }
+            }
         }
     }
 
@@ -220,6 +243,7 @@ impl Tracker {
     pub fn prune(&self) {
         self.procs.retain(|pid, seen| Proc { pid: *pid, start: seen.start }.alive());
         self.index_reads.retain(|(pid, start), _| Proc { pid: *pid, start: *start }.alive());
+        self.index_writes.retain(|(pid, start), _| Proc { pid: *pid, start: *start }.alive());
     }
 
     /// Number of processes tracked.

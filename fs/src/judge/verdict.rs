@@ -40,6 +40,34 @@ pub fn judge_ref(name: &str, seen: Option<&Option<String>>, now: &Option<String>
     }
 }
 
+/// Judges a commit onto HEAD or the command's branch against the index the command read:
+/// `read_at` is the commit its index was in sync with when it read it (None: it did not read it
+/// since it last wrote it), `now` the ref's value under the lock, `on_now` whether the new value
+/// is a commit with `now` among its parents (a commit or merge made on top: None when unknown).
+///
+/// Such a commit is the index's tree on top of `now`: an index in sync with another commit (the
+/// other side moved the branch after the index was read, or the heal onto that move was refused
+/// because the box's staging overlaps it) makes a commit that reverts everything between the
+/// two. A move to an existing commit (`reset`, a rebase's last step) is not one. Only commit
+/// ids are compared: a symbolic HEAD being re-pointed is not a commit.
+pub fn judge_index_base(name: &str, read_at: Option<&str>, now: &Option<String>, on_now: impl FnOnce() -> Option<bool>) -> Verdict {
+    let (Some(read_at), Some(now)) = (read_at.filter(|r| is_oid(r)), now.as_deref().filter(|n| is_oid(n))) else {
+        return Verdict::Allow;
+    };
+    if read_at == now || on_now() != Some(true) {
+        return Verdict::Allow;
+    }
+    Verdict::Refuse(format!(
+        "refused to move {name}: this command's index is from commit {}, but {name} is at {} (moved by the other side, and the index could not follow: staged changes overlap that move); a commit now would undo the other side's work. Nothing was changed: run `git status` and stage again (`git reset -q` first if it still shows the other side's files), then commit",
+        show(&Some(read_at.to_string())),
+        show(&Some(now.to_string()))
+    ))
+}
+
+fn is_oid(v: &str) -> bool {
+    (v.len() == 40 || v.len() == 64) && v.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Judges a whole-file replace: `read` is (a hash of) the content the process last read
 /// (None: never read it).
 pub fn judge_file(name: &str, read: Option<&Option<u64>>, now: &Option<u64>) -> Verdict {
@@ -95,6 +123,21 @@ mod tests {
 
     fn s(x: &str) -> Option<String> {
         Some(x.to_string())
+    }
+
+    #[test]
+    fn a_move_from_an_index_of_another_commit_is_refused() {
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let on = || Some(true);
+        assert_eq!(judge_index_base("refs/heads/main", Some(&a), &s(&a), on), Verdict::Allow);
+        assert_eq!(judge_index_base("refs/heads/main", None, &s(&a), on), Verdict::Allow, "index not read");
+        assert_eq!(judge_index_base("refs/heads/main", Some(&a), &None, on), Verdict::Allow, "unborn branch");
+        assert_eq!(judge_index_base("HEAD", Some(&a), &s("ref: refs/heads/main"), on), Verdict::Allow, "a symref is not a commit");
+        assert_eq!(judge_index_base("HEAD", Some(""), &s(&a), on), Verdict::Allow, "no sync point");
+        assert_eq!(judge_index_base("refs/heads/main", Some(&a), &s(&b), || Some(false)), Verdict::Allow, "a move to an existing commit");
+        assert_eq!(judge_index_base("refs/heads/main", Some(&a), &s(&b), || None), Verdict::Allow, "the new value unreadable");
+        let Verdict::Refuse(msg) = judge_index_base("refs/heads/main", Some(&a), &s(&b), on) else { panic!("allowed") };
+        assert!(msg.contains("aaaaaaaaaaaa") && msg.contains("bbbbbbbbbbbb") && msg.contains("git status"), "{msg}");
     }
 
     #[test]

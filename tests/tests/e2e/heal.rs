@@ -397,6 +397,38 @@ fn a_host_commit_heals_index_box_on_the_next_touch() {
     env.finish();
 }
 
+/// The box stages its own change to `m.txt`; the host commits another change to `m.txt` and a new
+/// file. The heal of the box's index onto the host's commit is refused (the staging overlaps), so
+/// a box commit now would be that index's tree on top of the host's commit: it would undo the
+/// host's commit. It is refused, saying so; the host's commit stays whole; after `git reset` and
+/// staging again, the box commits on top.
+#[test]
+fn a_box_commit_from_an_index_that_could_not_heal_is_refused() {
+    let env = Env::new("heal-overlap-commit", &[]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.b("m.txt"), "m changed by the box\n");
+    env.boxed(&r, &["add", "m.txt"]);
+    write(&r.h("m.txt"), "m changed by the host\n");
+    write(&r.h("h.txt"), "host\n");
+    env.host(&r, &["add", "h.txt", "m.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host"]);
+    let host_head = env.host(&r, &["rev-parse", "HEAD"]);
+    let c = env.try_box(&r, &["commit", "-q", "-m", "box m"]);
+    assert!(!c.success(), "a box commit from an index still at the old commit went through:\n{}", changed_by(&env, &r, "HEAD").join("\n"));
+    assert_eq!(env.host(&r, &["rev-parse", "HEAD"]), host_head, "the refused commit moved the branch");
+    assert!(env.log().contains("this command's index is from commit"), "no reason logged:\n{}", env.log());
+    assert!(env.log().contains("staged changes overlap"), "the heal was not refused as the test means:\n{}", env.log());
+    // What the message says to do works: unstage, stage again, commit. (The work tree is shared:
+    // the host's write of m.txt replaced the box's, so the box edits it again.)
+    env.boxed(&r, &["reset", "-q"]);
+    write(&r.b("m.txt"), "m changed by the box, on top of the host\n");
+    env.boxed(&r, &["add", "m.txt"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box m"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["M\tm.txt"], "the box's commit reverted the host's");
+    assert_eq!(env.host(&r, &["rev-parse", "HEAD~"]), host_head);
+    env.finish();
+}
+
 #[test]
 fn a_box_soft_reset_is_kept_across_a_host_commit() {
     let env = Env::new("heal-soft-host-commit", &[]);
