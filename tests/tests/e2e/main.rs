@@ -30,3 +30,4 @@ mod units;
 mod heal;
 mod hostile;
 mod races;
+mod parking;

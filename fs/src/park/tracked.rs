@@ -1,0 +1,80 @@
+//! Is a file's content already in an object? Asked of the box's index (`index-box`) and the
+//! shared one (`index`), read through the lower and cached briefly: a tracked file whose stat
+//! matches an entry's (and is not racily clean) holds that entry's blob, so nothing is read.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gix::bstr::ByteSlice;
+use gix::hash::ObjectId;
+
+use super::cache::TtlCache;
+use super::repo::Repo;
+use crate::gitdata::{cpath, read_lower};
+use crate::lower::Lower;
+
+/// What the indexes say of a path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Known {
+    /// Tracked and unchanged (stat matches): its bytes are an object already.
+    Clean,
+    /// Tracked, changed or not provably unchanged: these are the entries' blob ids.
+    Tracked(Vec<ObjectId>),
+    /// In no index.
+    Untracked,
+}
+
+#[derive(Debug)]
+struct View {
+    /// The index file's mtime: entries as new as it are racily clean (git checks their bytes).
+    mtime: (i64, i64),
+    state: gix::index::State,
+}
+
+/// The parsed indexes, by lower path, for 200 ms.
+#[derive(Debug)]
+pub struct Indexes {
+    cache: TtlCache<PathBuf, Option<Arc<View>>>,
+}
+
+impl Default for Indexes {
+    fn default() -> Self {
+        Indexes { cache: TtlCache::new(Duration::from_millis(200), 256) }
+    }
+}
+
+impl Indexes {
+    /// What the git dir's indexes say of `rel` (work-tree relative), found on the lower as `st`.
+    pub fn known(&self, lower: &Lower, repo: &Repo, rel: &[u8], st: &libc::stat) -> Known {
+        let mut ids = Vec::new();
+        for name in ["index-box", "index"] {
+            let path = repo.git_dir.join(name);
+            let Some(view) = self.cache.get_or(path.clone(), || load(lower, &path, repo)) else { continue };
+            let Some(e) = view.state.entry_by_path(rel.as_bstr()) else { continue };
+            let s = &e.stat;
+            let racy = (s.mtime.secs as i64, s.mtime.nsecs as i64) >= view.mtime;
+            let same = s.size == st.st_size as u32
+                && s.mtime.secs == st.st_mtime as u32
+                && s.mtime.nsecs == st.st_mtime_nsec as u32
+                && s.ino == st.st_ino as u32;
+            if same && !racy {
+                return Known::Clean;
+            }
+            ids.push(e.id);
+        }
+        if ids.is_empty() {
+            Known::Untracked
+        } else {
+            Known::Tracked(ids)
+        }
+    }
+}
+
+fn load(lower: &Lower, path: &std::path::Path, repo: &Repo) -> Option<Arc<View>> {
+    let st = lower.stat(&cpath(path)).ok()?;
+    let bytes = read_lower(lower, path).ok().flatten()?;
+    let kind = super::objects::object_format(lower, &repo.common);
+    let (state, _) = gix::index::State::from_bytes(&bytes, filetime::FileTime::now(), kind, Default::default()).ok()?;
+    Some(Arc::new(View { mtime: (st.st_mtime, st.st_mtime_nsec), state }))
+}
