@@ -141,12 +141,6 @@ fn cmdline(pid: u32) -> Vec<u8> {
 
 impl Inner {
     fn park(&self, path: &CStr, op: Op, pid: u32) {
-        let Ok(st) = self.lower.stat(path) else { return };
-        let kind = st.st_mode & libc::S_IFMT;
-        // Nothing to lose in an empty file; directories, devices and fifos hold no bytes here.
-        if st.st_size == 0 || (kind != libc::S_IFREG && kind != libc::S_IFLNK) {
-            return;
-        }
         let lower_path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
         let Some(repo) = repo_of(&self.lower, lower_path, self.mountpoint.as_deref(), &self.repos, &self.going) else { return };
         let Ok(rel) = lower_path.strip_prefix(&repo.work_tree) else { return };
@@ -154,13 +148,19 @@ impl Inner {
         if let Some(dir) = rel.strip_suffix(b".gitignore").filter(|d| d.is_empty() || d.ends_with(b"/")) {
             self.ignores.going(&self.lower, &repo, dir.strip_suffix(b"/").unwrap_or(dir));
         }
+        // Ignored (and untracked: git's rules do not apply to tracked files): not even a stat.
+        if !self.indexes.has(&self.lower, &repo, rel) && self.ignores.is_ignored(&self.lower, &repo, rel) {
+            return bump(&self.stats.ignored);
+        }
+        let Ok(st) = self.lower.stat(path) else { return };
+        let kind = st.st_mode & libc::S_IFMT;
+        // Nothing to lose in an empty file; directories, devices and fifos hold no bytes here.
+        if st.st_size == 0 || (kind != libc::S_IFREG && kind != libc::S_IFLNK) {
+            return;
+        }
         let known = self.indexes.known(&self.lower, &repo, rel, &st);
-        match &known {
-            Known::Clean => return bump(&self.stats.clean),
-            Known::Untracked if self.ignores.is_ignored(&self.lower, &repo, rel) => {
-                return bump(&self.stats.ignored);
-            }
-            _ => {}
+        if known == Known::Clean {
+            return bump(&self.stats.clean);
         }
         let mut rec = Record {
             kept: Kept::Failed,

@@ -38,8 +38,8 @@ fn message(records: &[Record], asked: usize) -> String {
 /// Writes one burst as a commit on top of the park ref and moves the ref (objects made
 /// durable first). Retries a few times while another writer holds the ref's lock.
 pub fn commit_burst(lower: &Lower, common: &Path, records: &[Record], blobs: &[ObjectId], asked: usize) -> Result<ObjectId, WriteError> {
-    let mut w = GitWriter::new(lower, common).map_err(|source| WriteError { path: common.into(), op: "open git dir", source })?;
-    w.fsync_each = false;
+    let w = GitWriter::new(lower, common).map_err(|source| WriteError { path: common.into(), op: "open git dir", source })?;
+    w.sync_objects(blobs)?;
     let manifest = w.write(Kind::Blob, &manifest::encode(records))?;
     let tree = w.write(Kind::Tree, &tree_bytes(blobs, manifest))?;
     let msg = message(records, asked);
@@ -47,7 +47,6 @@ pub fn commit_burst(lower: &Lower, common: &Path, records: &[Record], blobs: &[O
     loop {
         let tip = w.park_tip()?;
         let commit = w.write(Kind::Commit, &commit_bytes(tree, tip, secs_now(), &msg))?;
-        w.sync_objects()?;
         match w.move_ref(tip, commit) {
             Ok(()) => return Ok(commit),
             Err(e) if tries < 20 => {
@@ -108,7 +107,7 @@ fn manifest_of(odb: &gix::odb::Handle, tree: ObjectId) -> Result<Vec<Record>, St
     }
     let records = manifest::parse(data.data).map_err(|e| e.to_string())?;
     for r in records.iter().filter(|r| r.kept == Kept::Parked) {
-        if !entries.iter().any(|(n, id)| n.starts_with(b"f") && id.to_string() == r.blob) {
+        if !entries.iter().any(|(n, id)| n.starts_with(b"f") && id.to_hex() == r.blob.as_str()) {
             return Err(format!("manifest names blob {} that is not in its tree", r.blob));
         }
     }

@@ -122,16 +122,22 @@ impl<'a> GitWriter<'a> {
         Ok(())
     }
 
-    /// Makes every object written so far durable: one `syncfs` of the lower's filesystem
-    /// (a burst's hundreds of objects would otherwise cost an fsync each).
-    pub fn sync_objects(&self) -> Result<(), WriteError> {
-        // SAFETY: a valid directory fd.
-        #[cfg(target_os = "linux")]
-        if unsafe { libc::syncfs(self.lower.root_fd()) } == 0 {
-            return Ok(());
+    /// Makes the loose objects `ids` durable (written earlier without fsync, off the box's op):
+    /// each file, then each fan-out directory once. Not `syncfs`: over a share that syncs the
+    /// host's whole filesystem, everyone's dirty data with ours.
+    pub fn sync_objects(&self, ids: &[ObjectId]) -> Result<(), WriteError> {
+        let mut dirs = std::collections::BTreeSet::new();
+        for id in ids {
+            let hex = id.to_hex().to_string();
+            let dir = self.common.join("objects").join(&hex[..2]);
+            let path = dir.join(&hex[2..]);
+            let fd = self.lower.open_at(&cpath(&path), libc::O_RDONLY, 0).map_err(werr(&path, "open object"))?;
+            std::fs::File::from(fd).sync_all().map_err(werr(&path, "fsync object"))?;
+            dirs.insert(dir);
         }
-        // SAFETY: sync has no failure mode.
-        unsafe { libc::sync() };
+        for dir in dirs {
+            sync_dir(self.lower, &dir.join("x"));
+        }
         Ok(())
     }
 

@@ -136,7 +136,7 @@ impl Checkout {
                 }
             }
         }
-        rows.sort_by(|a, b| b.rec.time_ms.cmp(&a.rec.time_ms));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.rec.time_ms));
         Ok((rows, skipped))
     }
 

@@ -45,6 +45,14 @@ impl Default for Indexes {
 }
 
 impl Indexes {
+    /// True when either index has an entry for `rel` (no stat needed).
+    pub fn has(&self, lower: &Lower, repo: &Repo, rel: &[u8]) -> bool {
+        ["index-box", "index"].iter().any(|name| {
+            let path = repo.git_dir.join(name);
+            self.cache.get_or(path.clone(), || load(lower, &path, repo)).is_some_and(|v| v.state.entry_by_path(rel.as_bstr()).is_some())
+        })
+    }
+
     /// What the git dir's indexes say of `rel` (work-tree relative), found on the lower as `st`.
     pub fn known(&self, lower: &Lower, repo: &Repo, rel: &[u8], st: &libc::stat) -> Known {
         let mut ids = Vec::new();
