@@ -134,3 +134,12 @@ pub fn when(ms: u64) -> String {
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_times() {
+        assert_eq!(super::when(0), "1970-01-01 00:00:00");
+        assert_eq!(super::when(1_709_210_096_000), "2024-02-29 12:34:56");
+    }
+}

@@ -40,8 +40,10 @@ impl Default for Ignores {
     }
 }
 
-fn parse(bytes: &[u8], source: &Path) -> Option<List<Ignore>> {
-    List::from_bytes(bytes, source.to_path_buf(), Some(Path::new("")), Ignore { support_precious: false }).ok()
+/// Patterns of `source`, relative to its directory (`per_dir`, a `.gitignore`) or the top.
+fn parse(bytes: &[u8], source: &Path, per_dir: bool) -> Option<List<Ignore>> {
+    let root = per_dir.then_some(Path::new(""));
+    List::from_bytes(bytes, source.to_path_buf(), root, Ignore { support_precious: false }).ok()
 }
 
 impl Ignores {
@@ -81,7 +83,7 @@ impl Ignores {
         let lower_dir = repo.work_tree.join(dir);
         {
             let bytes = read_lower(lower, &lower_dir.join(".gitignore")).ok().flatten();
-            Arc::new(bytes.and_then(|b| parse(&b, &dir.join(".gitignore"))).into_iter().collect())
+            Arc::new(bytes.and_then(|b| parse(&b, &dir.join(".gitignore"), true)).into_iter().collect())
         }
     }
 }
@@ -100,12 +102,12 @@ fn static_lists(lower: &Lower, repo: &Repo) -> Vec<List<Ignore>> {
     let mut out = Vec::new();
     if let Some(file) = excludes_file(lower, &repo.common) {
         if let Ok(bytes) = std::fs::read(&file) {
-            out.extend(parse(&bytes, Path::new(".excludesfile")));
+            out.extend(parse(&bytes, Path::new(".excludesfile"), false));
         }
     }
     let info = repo.common.join("info/exclude");
     if let Some(b) = read_lower(lower, &info).ok().flatten() {
-        out.extend(parse(&b, Path::new(".git/info/exclude")));
+        out.extend(parse(&b, Path::new(".git/info/exclude"), false));
     }
     out
 }
@@ -128,4 +130,31 @@ fn excludes_file(lower: &Lower, common: &Path) -> Option<PathBuf> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follows_gits_precedence_and_directories() {
+        let dir = std::env::temp_dir().join(format!("seamfs-park-ignore-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("w/.git/info")).unwrap();
+        std::fs::create_dir_all(dir.join("w/sub")).unwrap();
+        std::fs::write(dir.join("w/.git/info/exclude"), "*.tmp\n").unwrap();
+        std::fs::write(dir.join("w/.gitignore"), "build/\n*.log\n!keep.log\n").unwrap();
+        std::fs::write(dir.join("w/sub/.gitignore"), "local.txt\n!*.tmp\n").unwrap();
+        let lower = Lower::open(&dir).unwrap();
+        let repo = Repo { work_tree: "w".into(), git_dir: "w/.git".into(), common: "w/.git".into(), tree: ".".into() };
+        let ig = Ignores::default();
+        let is = |p: &str| ig.is_ignored(&lower, &repo, p.as_bytes());
+        assert!(is("build/out/a.o"), "under an ignored directory");
+        assert!(is("a.log") && !is("keep.log"), "a negation re-includes");
+        assert!(is("x.tmp"), "info/exclude");
+        assert!(!is("sub/x.tmp"), "a deeper .gitignore wins over info/exclude");
+        assert!(is("sub/local.txt") && !is("local.txt"), "a .gitignore applies below its directory only");
+        assert!(!is("src/main.rs"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

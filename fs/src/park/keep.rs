@@ -62,6 +62,8 @@ struct Inner {
     ignores: Ignores,
     indexes: Indexes,
     bursts: Mutex<HashMap<PathBuf, Burst>>,
+    /// When each repository's log was last pruned to the retention.
+    pruned: Mutex<HashMap<PathBuf, Instant>>,
     wake: Condvar,
     stats: Stats,
 }
@@ -84,6 +86,7 @@ impl Parker {
             ignores: Ignores::default(),
             indexes: Indexes::default(),
             bursts: Mutex::new(HashMap::new()),
+            pruned: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             stats: Stats::default(),
         });
@@ -250,6 +253,31 @@ impl Inner {
         }
     }
 
+    /// Drops park commits past the retention, at most once an hour per repository.
+    fn retain(&self, common: &Path) {
+        {
+            let mut pruned = self.pruned.lock();
+            if pruned.get(common).is_some_and(|t| t.elapsed() < Duration::from_secs(3600)) {
+                return;
+            }
+            pruned.insert(common.to_path_buf(), Instant::now());
+        }
+        let cutoff = SystemTime::now().checked_sub(self.cfg.retention).and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok());
+        let Some(cutoff) = cutoff.map(|d| d.as_secs()) else { return };
+        let objects = PathBuf::from(format!("/proc/self/fd/{}", self.lower.root_fd())).join(common).join("objects");
+        let kind = super::objects::object_format(&self.lower, common);
+        // gix walks real paths: under `--over` only on a thread that does not see seamfs (ADR 0022).
+        let r = crate::lower_view::with_lower_view(|| {
+            let odb = gix::odb::at(&objects, kind).map_err(|e| e.to_string())?;
+            super::log::prune(&self.lower, common, &odb, cutoff)
+        });
+        match r {
+            Ok((_, 0)) => {}
+            Ok((kept, dropped)) => tracing::info!(repo = %common.display(), kept, dropped, "pruned park commits past the retention"),
+            Err(e) => tracing::warn!(repo = %common.display(), error = %e, "could not prune refs/seam/parked to the retention"),
+        }
+    }
+
     /// Commits the bursts that are quiet for `cfg.quiet` or older than `cfg.max_burst` (all: `all`).
     fn flush(&self, all: bool) {
         let due: Vec<(PathBuf, Burst)> = {
@@ -266,6 +294,7 @@ impl Inner {
                 Ok(id) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(repo = %common.display(), commit = %id, files = b.blobs.len(), logged = b.records.len(), "parked what box ops destroyed on refs/seam/parked");
+                    self.retain(&common);
                 }
                 Err(e) => tracing::warn!(repo = %common.display(), error = %e, "could not commit parked files to refs/seam/parked; their blobs stay unreferenced"),
             }

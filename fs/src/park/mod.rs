@@ -44,10 +44,12 @@ pub struct ParkConfig {
     pub quiet: Duration,
     /// A burst is committed at the latest this long after it began. Default 5 s.
     pub max_burst: Duration,
+    /// Park commits older than this are dropped (at most hourly, after a commit). Default 14 days.
+    pub retention: Duration,
 }
 
 impl Default for ParkConfig {
     fn default() -> Self {
-        ParkConfig { max_size: 16 << 20, burst_cap: 10_000, quiet: Duration::from_secs(1), max_burst: Duration::from_secs(5) }
+        ParkConfig { max_size: 16 << 20, burst_cap: 10_000, quiet: Duration::from_secs(1), max_burst: Duration::from_secs(5), retention: restore::RETENTION }
     }
 }

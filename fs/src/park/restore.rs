@@ -313,3 +313,22 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 /// The default retention: 14 days.
 pub const RETENTION: std::time::Duration = std::time::Duration::from_secs(14 * 86400);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("14d").unwrap().as_secs(), 14 * 86400);
+        assert_eq!(parse_duration("90").unwrap().as_secs(), 90);
+        assert_eq!(parse_duration("2h").unwrap().as_secs(), 7200);
+        assert!(parse_duration("soon").is_err() && parse_duration("3y").is_err());
+    }
+
+    #[test]
+    fn worktree_names() {
+        assert!(safe_tree(".").is_ok() && safe_tree("wt-1").is_ok());
+        assert!(safe_tree("..").is_err() && safe_tree("a/b").is_err() && safe_tree("").is_err());
+    }
+}
