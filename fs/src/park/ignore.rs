@@ -28,11 +28,22 @@ pub struct Ignores {
     dirs: TtlCache<PathBuf, Lists>,
     /// Lists of `.gitignore` files just removed (a tree being removed still obeys them).
     going: TtlCache<PathBuf, Lists>,
+    /// Where box processes see the lower: an excludes file below it is read through the lower,
+    /// never through seamfs's own mount from inside a request.
+    mountpoint: Option<PathBuf>,
+}
+
+impl Ignores {
+    /// Ignore rules for a mount at `mountpoint`.
+    pub fn new(mountpoint: Option<PathBuf>) -> Self {
+        Ignores { mountpoint, ..Ignores::default() }
+    }
 }
 
 impl Default for Ignores {
     fn default() -> Self {
         Ignores {
+            mountpoint: None,
             statics: TtlCache::new(Duration::from_secs(1), 256),
             dirs: TtlCache::new(Duration::from_secs(1), 16384),
             going: TtlCache::new(Duration::from_secs(60), 4096),
@@ -49,7 +60,7 @@ fn parse(bytes: &[u8], source: &Path, per_dir: bool) -> Option<List<Ignore>> {
 impl Ignores {
     /// True when `rel` (relative to the repo's work tree, a file) is ignored.
     pub fn is_ignored(&self, lower: &Lower, repo: &Repo, rel: &[u8]) -> bool {
-        let mut lists: Vec<Lists> = vec![self.statics.get_or(repo.common.clone(), || Arc::new(static_lists(lower, repo)))];
+        let mut lists: Vec<Lists> = vec![self.statics.get_or(repo.common.clone(), || Arc::new(static_lists(lower, repo, self.mountpoint.as_deref())))];
         lists.push(self.dir_list(lower, repo, b""));
         let mut at = 0;
         while let Some(slash) = rel[at..].find_byte(b'/') {
@@ -98,10 +109,14 @@ fn matches(lists: &[Lists], path: &[u8], is_dir: bool) -> Option<bool> {
 }
 
 /// `core.excludesFile` (an absolute path in the box, or one below the lower) and `info/exclude`.
-fn static_lists(lower: &Lower, repo: &Repo) -> Vec<List<Ignore>> {
+fn static_lists(lower: &Lower, repo: &Repo, mountpoint: Option<&Path>) -> Vec<List<Ignore>> {
     let mut out = Vec::new();
     if let Some(file) = excludes_file(lower, &repo.common) {
-        if let Ok(bytes) = std::fs::read(&file) {
+        let bytes = match mountpoint.and_then(|m| file.strip_prefix(m).ok()) {
+            Some(rel) => read_lower(lower, rel).ok().flatten(),
+            None => std::fs::read(&file).ok(),
+        };
+        if let Some(bytes) = bytes {
             out.extend(parse(&bytes, Path::new(".excludesfile"), false));
         }
     }

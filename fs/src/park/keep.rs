@@ -79,11 +79,11 @@ impl Parker {
     pub fn start(lower: Lower, mountpoint: Option<PathBuf>, cfg: ParkConfig) -> std::io::Result<Parker> {
         let inner = Arc::new(Inner {
             lower,
+            ignores: Ignores::new(mountpoint.clone()),
             mountpoint,
             cfg,
             repos: TtlCache::new(Duration::from_secs(2), 65536),
             going: TtlCache::new(Duration::from_secs(60), 1024),
-            ignores: Ignores::default(),
             indexes: Indexes::default(),
             bursts: Mutex::new(HashMap::new()),
             pruned: Mutex::new(HashMap::new()),

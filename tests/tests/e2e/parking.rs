@@ -50,6 +50,11 @@ fn host_edits(env: &Env) -> Repo {
     r
 }
 
+/// The host checkout's path, as an argument.
+fn top(r: &Repo) -> &str {
+    r.host.to_str().expect("utf-8 temp path")
+}
+
 fn seamd(args: &[&str]) -> Ran {
     run(Command::new(seam_tests::bins::bin("seamd")).args(args))
 }
@@ -94,7 +99,7 @@ fn case(label: &str, expect: &[(&str, &str)], destroy: impl Fn(&Env, &Repo)) {
     let reads = stat_of(&env, "park_reads");
     assert_eq!(reads, expect.len() as u64, "{label}: files read for parking (the ignored dir must cost none)\n{}", env.log());
     let listed = seamfs_in(&r.boxed, &["parked"]).ok().stdout;
-    let host_listed = seamd(&["parked", r.host.to_str().expect("utf-8")]).ok().stdout;
+    let host_listed = seamd(&["parked", top(&r)]).ok().stdout;
     assert_eq!(listed, host_listed, "{label}: box and host list the same");
     for (p, _) in expect {
         assert!(listed.lines().any(|l| l.contains(&format!(" {p} "))), "{label}: {p} not listed:\n{listed}");
@@ -108,7 +113,7 @@ fn case(label: &str, expect: &[(&str, &str)], destroy: impl Fn(&Env, &Repo)) {
         if i % 2 == 0 {
             seamfs_in(&r.boxed, &["parked", "restore", p]).ok();
         } else {
-            seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", p]).ok();
+            seamd(&["parked", top(&r), "restore", p]).ok();
         }
         assert_eq!(std::fs::read(r.h(p)).expect("restored"), c.as_bytes(), "{label}: {p} restored byte-exact");
     }
@@ -174,17 +179,17 @@ fn worktree_remove_force_parks_its_uncommitted_files() {
     assert!(!wt_host.exists(), "the worktree is gone");
     wait_parked(&env, 1);
     assert_eq!(stat_of(&env, "park_reads"), 2, "only the two uncommitted files were read\n{}", env.log());
-    let listed = seamd(&["parked", r.host.to_str().expect("utf-8")]).ok().stdout;
+    let listed = seamd(&["parked", top(&r)]).ok().stdout;
     assert!(listed.contains("[wt] src/a.txt") && listed.contains("[wt] wt-only.txt"), "listed:\n{listed}");
     // From the main checkout an entry of another worktree needs a destination.
-    let refused = seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", "src/a.txt"]);
+    let refused = seamd(&["parked", top(&r), "restore", "src/a.txt"]);
     assert!(!refused.success(), "restore by path from the main checkout finds no main-tree entry:\n{refused}");
     let id = listed.lines().find(|l| l.contains("[wt] wt-only.txt")).and_then(|l| l.split_whitespace().next()).expect("id");
-    let no_to = seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", id]);
+    let no_to = seamd(&["parked", top(&r), "restore", id]);
     assert!(!no_to.success() && no_to.stderr.contains("--to"), "restore asks for --to:\n{no_to}");
     let dest = env.backing.join("wt-back");
     std::fs::create_dir(&dest).expect("mkdir");
-    seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", id, "--to", dest.to_str().expect("utf-8")]).ok();
+    seamd(&["parked", top(&r), "restore", id, "--to", dest.to_str().expect("utf-8")]).ok();
     assert_eq!(std::fs::read(dest.join("wt-only.txt")).expect("restored"), b"untracked in the linked worktree\n");
     env.git.fsck(&r.host);
     env.finish();
@@ -197,10 +202,10 @@ fn restore_refuses_a_file_changed_since() {
     env.boxed(&r, &["checkout", "--", "."]);
     wait_parked(&env, 1);
     write(&r.h("src/a.txt"), "edited again after the park\n");
-    let refused = seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", "src/a.txt"]);
+    let refused = seamd(&["parked", top(&r), "restore", "src/a.txt"]);
     assert!(!refused.success() && refused.stderr.contains("src/a.txt") && refused.stderr.contains("--force"), "{refused}");
     assert_eq!(std::fs::read(r.h("src/a.txt")).expect("read"), b"edited again after the park\n", "a refusal changes nothing");
-    seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", "src/a.txt", "--force"]).ok();
+    seamd(&["parked", top(&r), "restore", "src/a.txt", "--force"]).ok();
     assert_eq!(std::fs::read(r.h("src/a.txt")).expect("read"), MODIFIED[0].1.as_bytes());
     env.finish();
 }
@@ -231,11 +236,11 @@ fn hostile_log_entries_are_refused() {
     let tree = git_stdin(&env, &r, &["mktree"], tree_in.as_bytes());
     let commit = env.host(&r, &["commit-tree", &tree, "-m", "forged"]).trim().to_string();
     env.host(&r, &["update-ref", "refs/seam/parked", &commit]);
-    let ran = seamd(&["parked", r.host.to_str().expect("utf-8")]).ok();
+    let ran = seamd(&["parked", top(&r)]).ok();
     let listed = ran.stdout.clone();
     assert_eq!(listed.matches("refused").count(), 3, "every hostile entry is shown refused:\n{ran}");
     for id in listed.lines().skip(1).filter_map(|l| l.split_whitespace().next()) {
-        let out = seamd(&["parked", r.host.to_str().expect("utf-8"), "restore", id, "--force"]);
+        let out = seamd(&["parked", top(&r), "restore", id, "--force"]);
         assert!(!out.success() && out.stderr.contains("refused"), "restore of a hostile entry:\n{out}");
     }
     assert!(!outside.exists() && !Path::new("/tmp/abs-escape").exists(), "a hostile entry was written");
@@ -246,7 +251,7 @@ fn hostile_log_entries_are_refused() {
     let tree = git_stdin(&env, &r, &["mktree"], format!("100644 blob {}\tmanifest\n", bad.trim()).as_bytes());
     let c2 = env.host(&r, &["commit-tree", &tree, "-p", &commit, "-m", "malformed"]).trim().to_string();
     env.host(&r, &["update-ref", "refs/seam/parked", &c2]);
-    let out = seamd(&["parked", r.host.to_str().expect("utf-8")]).ok();
+    let out = seamd(&["parked", top(&r)]).ok();
     assert!(out.stderr.contains("skipped park commit") && out.stderr.contains("manifest line 2"), "{out}");
     env.finish();
 }
@@ -280,13 +285,32 @@ fn prune_drops_old_commits() {
     let r = host_edits(&env);
     env.boxed(&r, &["checkout", "--", "."]);
     wait_parked(&env, 1);
-    let kept = seamd(&["parked", r.host.to_str().expect("utf-8"), "prune", "--older-than", "1h"]).ok().stdout;
+    let kept = seamd(&["parked", top(&r), "prune", "--older-than", "1h"]).ok().stdout;
     assert!(kept.contains("pruned 0"), "{kept}");
     std::thread::sleep(Duration::from_millis(1100));
-    let out = seamd(&["parked", r.host.to_str().expect("utf-8"), "prune", "--older-than", "0s"]).ok().stdout;
+    let out = seamd(&["parked", top(&r), "prune", "--older-than", "0s"]).ok().stdout;
     assert!(out.contains("pruned 1"), "{out}");
-    let listed = seamd(&["parked", r.host.to_str().expect("utf-8")]).ok().stdout;
+    let listed = seamd(&["parked", top(&r)]).ok().stdout;
     assert_eq!(listed.lines().count(), 1, "nothing left:\n{listed}");
+    env.git.fsck(&r.host);
+    env.finish();
+}
+
+/// The log is git's like any ref: a box commit after a park is judged as ever, a host `git gc`
+/// packs the parked blobs (restore then reads the pack) and keeps them.
+#[test]
+fn park_log_survives_box_commits_and_host_gc() {
+    let env = Env::new("park-gc", &[]);
+    let r = host_edits(&env);
+    env.boxed(&r, &["checkout", "--", "."]);
+    wait_parked(&env, 1);
+    write(&r.b("src/c.txt"), "a box change\n");
+    env.boxed(&r, &["commit", "-q", "-am", "box commit after a park"]);
+    assert_eq!(env.host(&r, &["log", "-1", "--format=%s", "main"]).trim(), "box commit after a park");
+    env.host(&r, &["gc", "-q", "--prune=now"]);
+    assert!(std::fs::read_dir(r.h(".git/objects/pack")).expect("pack dir").count() > 0, "gc packed");
+    seamd(&["parked", top(&r), "restore", "src/a.txt"]).ok();
+    assert_eq!(std::fs::read(r.h("src/a.txt")).expect("read"), MODIFIED[0].1.as_bytes(), "restored from the pack");
     env.git.fsck(&r.host);
     env.finish();
 }
