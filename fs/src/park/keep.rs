@@ -59,6 +59,8 @@ struct Inner {
     repos: TtlCache<PathBuf, Option<Repo>>,
     /// Work trees whose `.git` was just removed (see `Parker::work_tree_going`).
     going: TtlCache<PathBuf, Option<Repo>>,
+    /// Each repository's object format and owner (`GitWriter::facts`).
+    writers: TtlCache<PathBuf, Option<(gix::hash::Kind, Option<(u32, u32)>)>>,
     ignores: Ignores,
     indexes: Indexes,
     bursts: Mutex<HashMap<PathBuf, Burst>>,
@@ -84,6 +86,7 @@ impl Parker {
             cfg,
             repos: TtlCache::new(Duration::from_secs(2), 65536),
             going: TtlCache::new(Duration::from_secs(60), 1024),
+            writers: TtlCache::new(Duration::from_secs(5), 1024),
             indexes: Indexes::default(),
             bursts: Mutex::new(HashMap::new()),
             pruned: Mutex::new(HashMap::new()),
@@ -212,15 +215,17 @@ impl Inner {
                 None => return Ok(None),
             }
         };
-        let mut w = GitWriter::new(&self.lower, &repo.common).map_err(|e| format!("open {}: {e}", repo.common.display()))?;
+        // The object format and owner, found once per repository a few seconds.
+        let facts = self.writers.get_or(repo.common.clone(), || GitWriter::new(&self.lower, &repo.common).ok().map(|w| w.facts()));
+        let facts = facts.ok_or_else(|| format!("cannot stat the git dir {}", repo.common.display()))?;
+        // Made durable for the whole burst at once, before the ref names them (`commit`).
+        let w = GitWriter::known(&self.lower, &repo.common, facts, false);
         if let Known::Tracked(ids) = known {
             let id = gix::objs::compute_hash(w.hash, gix::objs::Kind::Blob, &bytes).map_err(|e| e.to_string())?;
             if ids.contains(&id) {
                 return Ok(None);
             }
         }
-        // Made durable for the whole burst at once, before the ref names them (`commit`).
-        w.fsync_each = false;
         w.write(gix::objs::Kind::Blob, &bytes).map(Some).map_err(|e| e.to_string())
     }
 

@@ -64,6 +64,17 @@ impl<'a> GitWriter<'a> {
         Ok(GitWriter { lower, common: common.to_path_buf(), hash: object_format(lower, common), owner, fsync_each: true })
     }
 
+    /// This writer's facts about its git dir (object format, owner), to make the next one
+    /// without reading them again ([`GitWriter::known`]).
+    pub fn facts(&self) -> (HashKind, Option<(u32, u32)>) {
+        (self.hash, self.owner)
+    }
+
+    /// A writer from facts an earlier one found (the daemon's per-file parks).
+    pub fn known(lower: &'a Lower, common: &Path, facts: (HashKind, Option<(u32, u32)>), fsync_each: bool) -> GitWriter<'a> {
+        GitWriter { lower, common: common.to_path_buf(), hash: facts.0, owner: facts.1, fsync_each }
+    }
+
     /// The common dir.
     pub fn common(&self) -> &Path {
         &self.common
