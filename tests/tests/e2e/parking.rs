@@ -314,3 +314,32 @@ fn park_log_survives_box_commits_and_host_gc() {
     env.git.fsck(&r.host);
     env.finish();
 }
+
+/// Under `--over` the lower's path is seamfs's own mount: parking and its retention prune (gix
+/// over the object store) reach the lower, never the mount, and nothing hangs.
+#[test]
+fn parks_under_over() {
+    let git = seam_tests::Git::new();
+    let dir = seam_tests::TempDir::new("park-over");
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).expect("mkdir");
+    git.run(&repo, &["init", "-q"]);
+    write(&repo.join("a.txt"), "a\n");
+    git.run(&repo, &["add", "-A"]);
+    git.run(&repo, &["commit", "-q", "-m", "base"]);
+    write(&repo.join("u.txt"), "untracked, removed under --over\n");
+    let m = seam_tests::Mount::seamfs_over(dir.path(), &[]);
+    git.run(&repo, &["clean", "-q", "-f"]);
+    let commits = || {
+        let v = sys::getxattr(m.path(), "user.seamfs.status", 8192, false).unwrap_or_default();
+        String::from_utf8_lossy(&v).lines().any(|l| l.starts_with("park_commits=") && l != "park_commits=0")
+    };
+    assert!(wait_until(Duration::from_secs(8), commits), "no park commit under --over:\n{}", m.log());
+    let listed = run(Command::new(seam_tests::bins::seamfs()).arg("parked").current_dir(&repo)).ok().stdout;
+    assert!(listed.contains(" u.txt "), "{listed}");
+    m.unmount();
+    let host = seamd(&["parked", repo.to_str().expect("utf-8"), "restore", "u.txt"]);
+    assert!(host.success(), "{host}");
+    assert_eq!(std::fs::read(repo.join("u.txt")).expect("read"), b"untracked, removed under --over\n");
+    git.fsck(&repo);
+}
