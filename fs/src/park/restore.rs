@@ -256,7 +256,7 @@ fn make_parents(target: &Lower, rel: &Path) -> Result<(), String> {
     for c in rel.parent().into_iter().flat_map(Path::components) {
         at.push(c);
         match target.mkdir(&cpath(&at), 0o755) {
-            Ok(()) => {}
+            Ok(()) => give_to_dir_owner(target, &at),
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
                 let st = target.stat(&cpath(&at)).map_err(|e| format!("{}: {e}", at.display()))?;
                 if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
@@ -281,7 +281,8 @@ fn write_file(target: &Lower, rel: &Path, bytes: &[u8], mode: u32) -> Result<(),
         let mut f = std::fs::File::from(fd);
         let ok = f.write_all(bytes).and_then(|()| {
             use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+            // Never set-ID or sticky: the mode is the box's word.
+            f.set_permissions(std::fs::Permissions::from_mode(mode & 0o777))
         });
         let ok = ok.and_then(|()| f.sync_all());
         if let Err(e) = ok {
@@ -289,10 +290,23 @@ fn write_file(target: &Lower, rel: &Path, bytes: &[u8], mode: u32) -> Result<(),
             return Err(format!("write: {e}"));
         }
     }
+    give_to_dir_owner(target, &tmp);
     target.rename(&ctmp, &cpath(rel), 0).map_err(|e| {
         let _ = target.unlink(&ctmp, false);
         format!("rename into place: {e}")
     })
+}
+
+/// Run as root (seamd's unit may be), a restored file gets its directory's owner, not root.
+fn give_to_dir_owner(target: &Lower, rel: &Path) {
+    // SAFETY: geteuid has no failure mode.
+    if unsafe { libc::geteuid() } != 0 {
+        return;
+    }
+    let dir = rel.parent().unwrap_or(Path::new(""));
+    if let Ok(st) = target.stat(&cpath(dir)) {
+        let _ = target.chown(&cpath(rel), st.st_uid, st.st_gid);
+    }
 }
 
 /// Parses `14d`, `12h`, `30m`, `45s` (or plain seconds).
