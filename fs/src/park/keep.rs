@@ -60,7 +60,7 @@ struct Inner {
     /// Work trees whose `.git` was just removed (see `Parker::work_tree_going`).
     going: TtlCache<PathBuf, Option<Repo>>,
     /// Each repository's object format and owner (`GitWriter::facts`).
-    writers: TtlCache<PathBuf, Option<(gix::hash::Kind, Option<(u32, u32)>)>>,
+    writers: TtlCache<PathBuf, Option<super::objects::Facts>>,
     ignores: Ignores,
     indexes: Indexes,
     bursts: Mutex<HashMap<PathBuf, Burst>>,

@@ -43,6 +43,9 @@ fn werr<'p>(path: &'p Path, op: &'static str) -> impl FnOnce(std::io::Error) -> 
     move |source| WriteError { path: path.to_path_buf(), op, source }
 }
 
+/// What a writer needs to know of its git dir: the object format and the owner new files get.
+pub type Facts = (HashKind, Option<(u32, u32)>);
+
 /// Writes objects and the park ref of one git common dir (`common`, relative to `lower`).
 pub struct GitWriter<'a> {
     lower: &'a Lower,
@@ -66,12 +69,12 @@ impl<'a> GitWriter<'a> {
 
     /// This writer's facts about its git dir (object format, owner), to make the next one
     /// without reading them again ([`GitWriter::known`]).
-    pub fn facts(&self) -> (HashKind, Option<(u32, u32)>) {
+    pub fn facts(&self) -> Facts {
         (self.hash, self.owner)
     }
 
     /// A writer from facts an earlier one found (the daemon's per-file parks).
-    pub fn known(lower: &'a Lower, common: &Path, facts: (HashKind, Option<(u32, u32)>), fsync_each: bool) -> GitWriter<'a> {
+    pub fn known(lower: &'a Lower, common: &Path, facts: Facts, fsync_each: bool) -> GitWriter<'a> {
         GitWriter { lower, common: common.to_path_buf(), hash: facts.0, owner: facts.1, fsync_each }
     }
 
