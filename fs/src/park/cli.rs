@@ -58,6 +58,7 @@ pub fn main(a: &ParkedArgs) -> i32 {
     let path = a.path.clone().unwrap_or_else(|| PathBuf::from("."));
     let dir = if path.is_dir() { path.clone() } else { path.parent().map(Path::to_path_buf).filter(|p| !p.as_os_str().is_empty()).unwrap_or(".".into()) };
     finish(Checkout::find(&dir, false).and_then(|c| {
+        wait_for_pending(&c.here);
         let filter = a.path.as_ref().map(|p| c.rel_path(p)).filter(|p| !p.as_os_str().is_empty());
         act(&c, a.action.as_ref(), filter.as_deref())
     }))
@@ -76,6 +77,45 @@ fn finish(r: Result<(), ParkError>) -> i32 {
             1
         }
     }
+}
+
+/// In the box: parks the mount above `dir` has not committed yet (its root's
+/// `user.seamfs.status`, `park_pending`) are waited for, up to a burst's longest life.
+fn wait_for_pending(dir: &Path) {
+    let Some(root) = dir.ancestors().find(|d| pending_at(d).is_some()) else { return };
+    let deadline = std::time::Instant::now() + Duration::from_secs(7);
+    let mut said = false;
+    while let Some(n) = pending_at(root).filter(|&n| n > 0) {
+        if std::time::Instant::now() > deadline {
+            eprintln!("parked: {n} park(s) still not committed by seamfs; listing what is");
+            return;
+        }
+        if !said {
+            eprintln!("parked: waiting for seamfs to commit {n} park(s)");
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `park_pending` of the seamfs mount rooted at `dir`, if it is one (seamfs is Linux's).
+#[cfg(not(target_os = "linux"))]
+fn pending_at(_dir: &Path) -> Option<u64> {
+    None
+}
+
+/// `park_pending` of the seamfs mount rooted at `dir`, if it is one.
+#[cfg(target_os = "linux")]
+fn pending_at(dir: &Path) -> Option<u64> {
+    let c = crate::gitdata::cpath(dir);
+    let mut buf = vec![0u8; 8192];
+    // SAFETY: valid C strings and buffer.
+    let n = unsafe { libc::getxattr(c.as_ptr(), c"user.seamfs.status".as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&buf[..n as usize]).into_owned();
+    text.lines().find_map(|l| l.strip_prefix("park_pending=")).and_then(|v| v.parse().ok())
 }
 
 fn act(c: &Checkout, action: Option<&Action>, filter: Option<&Path>) -> Result<(), ParkError> {

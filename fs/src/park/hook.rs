@@ -49,7 +49,8 @@ impl<L: Layer> Core<L> {
         let Some(p) = &self.parker else { return "park=off\n".into() };
         let s = p.stats();
         format!(
-            "park=on\npark_reads={}\npark_parked={}\npark_ignored={}\npark_clean={}\npark_not_parked={}\npark_commits={}\n",
+            "park=on\npark_pending={}\npark_reads={}\npark_parked={}\npark_ignored={}\npark_clean={}\npark_not_parked={}\npark_commits={}\n",
+            p.pending(),
             s.reads.load(Relaxed),
             s.parked.load(Relaxed),
             s.ignored.load(Relaxed),

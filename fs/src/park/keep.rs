@@ -117,6 +117,11 @@ impl Parker {
         }
     }
 
+    /// Parks not yet committed.
+    pub fn pending(&self) -> usize {
+        self.inner.bursts.lock().values().map(|b| b.asked).sum()
+    }
+
     /// Commits every pending burst now (at unmount, and for tests through the status attribute).
     pub fn flush(&self) {
         self.inner.flush(true)

@@ -200,7 +200,9 @@ fn restore_refuses_a_file_changed_since() {
     let env = Env::new("park-changed", &[]);
     let r = host_edits(&env);
     env.boxed(&r, &["checkout", "--", "."]);
-    wait_parked(&env, 1);
+    // Right away: the box's `parked` waits for the burst's commit.
+    let listed = seamfs_in(&r.boxed, &["parked"]).ok();
+    assert!(listed.stdout.contains(" src/a.txt ") && listed.stderr.contains("waiting for seamfs"), "{listed}");
     write(&r.h("src/a.txt"), "edited again after the park\n");
     let refused = seamd(&["parked", top(&r), "restore", "src/a.txt"]);
     assert!(!refused.success() && refused.stderr.contains("src/a.txt") && refused.stderr.contains("--force"), "{refused}");
