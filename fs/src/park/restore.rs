@@ -269,12 +269,17 @@ fn make_parents(target: &Lower, rel: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The file-type bits of a recorded mode, and a symlink's (the same on Linux and macOS, where
+/// `libc`'s `mode_t` is 16 bits).
+const FILE_TYPE: u32 = 0o170000;
+const SYMLINK: u32 = 0o120000;
+
 /// Writes the bytes (a symlink's target for a link) under a temporary name, then renames.
 fn write_file(target: &Lower, rel: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
     let name = rel.file_name().ok_or("no file name")?;
     let tmp = rel.with_file_name(format!(".{}.seam-restore.{}", name.to_string_lossy(), std::process::id()));
     let ctmp = cpath(&tmp);
-    if mode & libc::S_IFMT == libc::S_IFLNK {
+    if mode & FILE_TYPE == SYMLINK {
         target.symlink(&super::objects::cpath_bytes(bytes), &ctmp).map_err(|e| format!("make link: {e}"))?;
     } else {
         let fd = target.open_at(&ctmp, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o600).map_err(|e| format!("create {}: {e}", tmp.display()))?;
