@@ -148,8 +148,10 @@ impl Checkout {
             return Ok(rows.into_iter().nth(r).expect("found"));
         }
         let rel = self.rel_path(Path::new(what));
-        rows.into_iter()
-            .find(|r| r.rec.kept == Kept::Parked && r.rec.path == rel.as_os_str().as_bytes())
+        let named = |r: &Row| r.rec.kept == Kept::Parked && r.rec.path == rel.as_os_str().as_bytes();
+        // This work tree's newest entry of that path, else any work tree's (which needs --to).
+        let pick = rows.iter().position(|r| named(r) && r.rec.tree == self.tree).or_else(|| rows.iter().position(named));
+        pick.map(|i| rows.into_iter().nth(i).expect("found"))
             .ok_or_else(|| perr(Path::new(what), "no parked entry has this id or path; list them with `parked`"))
     }
 
