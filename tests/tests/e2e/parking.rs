@@ -345,3 +345,24 @@ fn parks_under_over() {
     assert_eq!(std::fs::read(repo.join("u.txt")).expect("read"), b"untracked, removed under --over\n");
     git.fsck(&repo);
 }
+
+/// The other ways to destroy bytes: a shell's `>` (O_TRUNC), `truncate`, and `mv` onto a file.
+#[test]
+fn truncation_and_rename_over_park_too() {
+    let env = Env::new("park-trunc", &[]);
+    let r = host_edits(&env);
+    sh_in(&env, &r.boxed, "echo replaced > src/a.txt && truncate -s 1 src/b.sh && echo x > tmp && mv tmp notes.md && truncate -s 100 src/new.txt");
+    wait_parked(&env, 1);
+    let listed = seamfs_in(&r.boxed, &["parked"]).ok().stdout;
+    for (p, op) in [("src/a.txt", "trunc"), ("src/b.sh", "truncate"), ("notes.md", "rename-over")] {
+        assert!(listed.lines().any(|l| l.contains(&format!(" {p} ")) && l.contains(op)), "{p} by {op}:\n{listed}");
+    }
+    let paths: Vec<&str> = listed.lines().skip(1).filter_map(|l| l.split_whitespace().nth(5)).collect();
+    assert!(!paths.contains(&"src/new.txt"), "growing a file destroys nothing:\n{listed}");
+    for (p, c) in [MODIFIED[0], MODIFIED[1], UNTRACKED[1]] {
+        seamd(&["parked", top(&r), "restore", p, "--force"]).ok();
+        assert_eq!(std::fs::read(r.h(p)).expect("restored"), c.as_bytes(), "{p}");
+    }
+    env.git.fsck(&r.host);
+    env.finish();
+}
