@@ -49,6 +49,8 @@ struct Burst {
     blobs: Vec<ObjectId>,
     /// Parks asked in this burst, logged or not (the count cap's counter).
     asked: usize,
+    /// Bytes kept in this burst (the byte cap's counter).
+    bytes: u64,
 }
 
 #[derive(Debug)]
@@ -185,7 +187,8 @@ impl Inner {
             path: rel.to_vec(),
             cmd: cmdline(pid),
         };
-        let over_cap = self.bursts.lock().get(&repo.common).is_some_and(|b| b.asked >= self.cfg.burst_cap);
+        let size = st.st_size as u64;
+        let over_cap = self.bursts.lock().get(&repo.common).is_some_and(|b| b.asked >= self.cfg.burst_cap || b.bytes + size > self.cfg.burst_bytes);
         let blob = if over_cap {
             rec.kept = Kept::OverCap;
             None
@@ -239,9 +242,12 @@ impl Inner {
         counter.fetch_add(1, Ordering::Relaxed);
         let mut bursts = self.bursts.lock();
         let now = Instant::now();
-        let b = bursts.entry(repo.common.clone()).or_insert_with(|| Burst { started: now, last: now, records: Vec::new(), blobs: Vec::new(), asked: 0 });
+        let b = bursts.entry(repo.common.clone()).or_insert_with(|| Burst { started: now, last: now, records: Vec::new(), blobs: Vec::new(), asked: 0, bytes: 0 });
         b.last = now;
         b.asked += 1;
+        if rec.kept == Kept::Parked {
+            b.bytes += rec.size;
+        }
         // Beyond twice the cap even the log lines stop; the commit message counts the rest.
         if b.records.len() < 2 * self.cfg.burst_cap {
             b.records.push(rec);

@@ -40,6 +40,8 @@ pub struct ParkConfig {
     pub max_size: u64,
     /// Parks past this many in one burst are logged, not read. Default 10,000.
     pub burst_cap: usize,
+    /// Bytes past this many in one burst are logged, not read. Default 1 GiB.
+    pub burst_bytes: u64,
     /// A burst ends after this long without a park (then it is committed). Default 1 s.
     pub quiet: Duration,
     /// A burst is committed at the latest this long after it began. Default 5 s.
@@ -50,6 +52,6 @@ pub struct ParkConfig {
 
 impl Default for ParkConfig {
     fn default() -> Self {
-        ParkConfig { max_size: 16 << 20, burst_cap: 10_000, quiet: Duration::from_secs(1), max_burst: Duration::from_secs(5), retention: restore::RETENTION }
+        ParkConfig { max_size: 16 << 20, burst_cap: 10_000, burst_bytes: 1 << 30, quiet: Duration::from_secs(1), max_burst: Duration::from_secs(5), retention: restore::RETENTION }
     }
 }
