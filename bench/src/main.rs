@@ -53,6 +53,9 @@ enum Cmd {
     Bench(seam_lab::bench::BenchArgs),
     /// Everyday git commands in fresh repositories, per command, through each layer.
     Small(seam_lab::bench::small::SmallArgs),
+    /// What parking costs: `git checkout -- .` over modified files and `rm -rf` of an ignored
+    /// tree, on seamfs with and without `--no-park`.
+    Park(seam_lab::bench::park::ParkArgs),
     /// Measure the host change feed: host edit to box `stat`, to box inotify event, and `git
     /// status` after an idle, on the raw share, seamfs, and seamfs with the feed.
     Feed(seam_lab::feed::FeedArgs),
@@ -233,6 +236,7 @@ fn main() {
         Cmd::BoxClient { client, step, repo, file } => Ok(run_box_client(client, &step, &repo, file.as_deref())),
         Cmd::Bench(a) => Ok(seam_lab::bench::main(a)),
         Cmd::Small(a) => Ok(seam_lab::bench::small::main(a)),
+        Cmd::Park(a) => Ok(seam_lab::bench::park::main(a)),
         Cmd::Feed(a) => Ok(seam_lab::feed::main(a)),
         Cmd::Vm(a) => Ok(vm_cli::main(a)),
         Cmd::Share(a) => run_share(a).map(|()| exit::OK),

@@ -22,6 +22,9 @@ _seamd() {
             seamd,help)
                 cmd="seamd__subcmd__help"
                 ;;
+            seamd,parked)
+                cmd="seamd__subcmd__parked"
+                ;;
             seamd,run)
                 cmd="seamd__subcmd__run"
                 ;;
@@ -31,8 +34,35 @@ _seamd() {
             seamd__subcmd__help,help)
                 cmd="seamd__subcmd__help__subcmd__help"
                 ;;
+            seamd__subcmd__help,parked)
+                cmd="seamd__subcmd__help__subcmd__parked"
+                ;;
             seamd__subcmd__help,run)
                 cmd="seamd__subcmd__help__subcmd__run"
+                ;;
+            seamd__subcmd__help__subcmd__parked,prune)
+                cmd="seamd__subcmd__help__subcmd__parked__subcmd__prune"
+                ;;
+            seamd__subcmd__help__subcmd__parked,restore)
+                cmd="seamd__subcmd__help__subcmd__parked__subcmd__restore"
+                ;;
+            seamd__subcmd__parked,help)
+                cmd="seamd__subcmd__parked__subcmd__help"
+                ;;
+            seamd__subcmd__parked,prune)
+                cmd="seamd__subcmd__parked__subcmd__prune"
+                ;;
+            seamd__subcmd__parked,restore)
+                cmd="seamd__subcmd__parked__subcmd__restore"
+                ;;
+            seamd__subcmd__parked__subcmd__help,help)
+                cmd="seamd__subcmd__parked__subcmd__help__subcmd__help"
+                ;;
+            seamd__subcmd__parked__subcmd__help,prune)
+                cmd="seamd__subcmd__parked__subcmd__help__subcmd__prune"
+                ;;
+            seamd__subcmd__parked__subcmd__help,restore)
+                cmd="seamd__subcmd__parked__subcmd__help__subcmd__restore"
                 ;;
             *)
                 ;;
@@ -41,7 +71,7 @@ _seamd() {
 
     case "${cmd}" in
         seamd)
-            opts="-h -V --help --version run doctor help"
+            opts="-h -V --help --version run doctor parked help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -73,7 +103,7 @@ _seamd() {
             return 0
             ;;
         seamd__subcmd__help)
-            opts="run doctor help"
+            opts="run doctor parked help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -114,6 +144,48 @@ _seamd() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        seamd__subcmd__help__subcmd__parked)
+            opts="restore prune"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__help__subcmd__parked__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__help__subcmd__parked__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         seamd__subcmd__help__subcmd__run)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -121,6 +193,112 @@ _seamd() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked)
+            opts="-h --help restore prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__help)
+            opts="restore prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__prune)
+            opts="-h --older-than --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --older-than)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamd__subcmd__parked__subcmd__restore)
+            opts="-h --force --to --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -25,6 +25,9 @@ _seamfs() {
             seamfs,mount)
                 cmd="seamfs__subcmd__mount"
                 ;;
+            seamfs,parked)
+                cmd="seamfs__subcmd__parked"
+                ;;
             seamfs,umount)
                 cmd="seamfs__subcmd__umount"
                 ;;
@@ -37,8 +40,35 @@ _seamfs() {
             seamfs__subcmd__help,mount)
                 cmd="seamfs__subcmd__help__subcmd__mount"
                 ;;
+            seamfs__subcmd__help,parked)
+                cmd="seamfs__subcmd__help__subcmd__parked"
+                ;;
             seamfs__subcmd__help,umount)
                 cmd="seamfs__subcmd__help__subcmd__umount"
+                ;;
+            seamfs__subcmd__help__subcmd__parked,prune)
+                cmd="seamfs__subcmd__help__subcmd__parked__subcmd__prune"
+                ;;
+            seamfs__subcmd__help__subcmd__parked,restore)
+                cmd="seamfs__subcmd__help__subcmd__parked__subcmd__restore"
+                ;;
+            seamfs__subcmd__parked,help)
+                cmd="seamfs__subcmd__parked__subcmd__help"
+                ;;
+            seamfs__subcmd__parked,prune)
+                cmd="seamfs__subcmd__parked__subcmd__prune"
+                ;;
+            seamfs__subcmd__parked,restore)
+                cmd="seamfs__subcmd__parked__subcmd__restore"
+                ;;
+            seamfs__subcmd__parked__subcmd__help,help)
+                cmd="seamfs__subcmd__parked__subcmd__help__subcmd__help"
+                ;;
+            seamfs__subcmd__parked__subcmd__help,prune)
+                cmd="seamfs__subcmd__parked__subcmd__help__subcmd__prune"
+                ;;
+            seamfs__subcmd__parked__subcmd__help,restore)
+                cmd="seamfs__subcmd__parked__subcmd__help__subcmd__restore"
                 ;;
             *)
                 ;;
@@ -47,7 +77,7 @@ _seamfs() {
 
     case "${cmd}" in
         seamfs)
-            opts="-h -V --help --version mount umount doctor help"
+            opts="-h -V --help --version mount umount doctor parked help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -75,7 +105,7 @@ _seamfs() {
             return 0
             ;;
         seamfs__subcmd__help)
-            opts="mount umount doctor help"
+            opts="mount umount doctor parked help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -130,6 +160,48 @@ _seamfs() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        seamfs__subcmd__help__subcmd__parked)
+            opts="restore prune"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__help__subcmd__parked__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__help__subcmd__parked__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         seamfs__subcmd__help__subcmd__umount)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -145,7 +217,7 @@ _seamfs() {
             return 0
             ;;
         seamfs__subcmd__mount)
-            opts="-h --over --foreground --no-passthrough --ttl --threads --log --no-index-split --lock-wait-ms --shared-index-wait-ms --config --feed --box-id --help"
+            opts="-h --over --foreground --no-passthrough --ttl --threads --log --no-park --no-index-split --lock-wait-ms --shared-index-wait-ms --config --feed --box-id --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -184,6 +256,112 @@ _seamfs() {
                     return 0
                     ;;
                 --box-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked)
+            opts="-h --help restore prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__help)
+            opts="restore prune help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__help__subcmd__prune)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__help__subcmd__restore)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__prune)
+            opts="-h --older-than --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --older-than)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        seamfs__subcmd__parked__subcmd__restore)
+            opts="-h --force --to --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --to)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -12,6 +12,9 @@
 //! shared_index_wait_ms = 2000  # how long a first touch retries a missing shared index
 //! lock_wait_ms = 1000        # wait behind a host-held lock (default 1000)
 //! passthrough = false        # never use FUSE passthrough (default true)
+//! park = false               # do not park what box ops destroy (default true, ADR 0029)
+//! park_max_bytes = 16777216  # larger files are logged, not parked (default 16 MiB)
+//! park_burst_cap = 10000     # parks past this many in one burst are logged, not read
 //! threads = 4                # FUSE worker threads (default 4)
 //! log = "/var/log/seamfs.log"  # the daemon's log (default none)
 //! box_id = "agent-1"         # this box's id (default: from /etc/machine-id)
@@ -33,6 +36,12 @@ pub struct FileConfig {
     pub lock_wait_ms: Option<u64>,
     /// `passthrough`.
     pub passthrough: Option<bool>,
+    /// `park`: keep what box ops destroy (ADR 0029).
+    pub park: Option<bool>,
+    /// `park_max_bytes`.
+    pub park_max_bytes: Option<u64>,
+    /// `park_burst_cap`.
+    pub park_burst_cap: Option<u64>,
     /// `threads` (1 to 256).
     pub threads: Option<usize>,
     /// `log`.
@@ -43,7 +52,8 @@ pub struct FileConfig {
     pub box_id: Option<crate::box_id::BoxId>,
 }
 
-const KEYS: &str = "index_split, ttl, shared_index_wait_ms, lock_wait_ms, passthrough, threads, log, feed, box_id";
+const KEYS: &str =
+    "index_split, ttl, shared_index_wait_ms, lock_wait_ms, passthrough, park, park_max_bytes, park_burst_cap, threads, log, feed, box_id";
 
 fn boolean(n: usize, k: &str, v: &str) -> Result<bool, (usize, String)> {
     v.parse().map_err(|_| (n, format!("{k} must be true or false, not `{v}`")))
@@ -96,6 +106,9 @@ pub fn parse(text: &str) -> Result<FileConfig, (usize, String)> {
         match k {
             "index_split" => c.index_split = Some(boolean(n, k, v)?),
             "passthrough" => c.passthrough = Some(boolean(n, k, v)?),
+            "park" => c.park = Some(boolean(n, k, v)?),
+            "park_max_bytes" => c.park_max_bytes = Some(whole(n, k, v)?),
+            "park_burst_cap" => c.park_burst_cap = Some(whole(n, k, v)?),
             "lock_wait_ms" => c.lock_wait_ms = Some(whole(n, k, v)?),
             "threads" => match whole(n, k, v)? {
                 t @ 1..=256 => c.threads = Some(t as usize),

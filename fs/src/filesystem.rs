@@ -180,7 +180,7 @@ impl<L: Layer> Filesystem for Core<L> {
         let r = if crate::feed::is_poke(req.pid()) && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() {
             Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid())
         } else {
-            Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid())
+            Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid(), req.pid())
         };
         match r {
             Ok((attr, ttl)) => reply.attr(&ttl, &attr),

@@ -41,6 +41,7 @@ mod lower_os;
 pub mod lower_cache;
 pub mod lower_read;
 pub mod lower_view;
+pub mod park;
 #[cfg(target_os = "linux")]
 pub mod mountinfo;
 pub mod refresh_scope;

@@ -45,6 +45,9 @@ enum Cmd {
     /// seam-git as core.hooksPath, git's version, the index split. Exit 1 when a check fails.
     #[command(after_help = "Exit codes: 0 no check failed (warnings allowed); 1 a check failed; 2 bad arguments.")]
     Doctor(seamfs::doctor::DoctorArgs),
+    /// What seamfs parked before box processes destroyed it: list (newest first), restore, prune.
+    #[command(after_help = "Exit codes: 0 done; 1 refused or failed (the message names the path and the next step); 2 bad arguments.")]
+    Parked(seamfs::park::cli::ParkedArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -73,6 +76,9 @@ struct MountArgs {
     /// Log file for the daemon (default: no log once daemonised).
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
+    /// Do not park what box processes destroy (uncommitted bytes kept on refs/seam/parked).
+    #[arg(long)]
+    no_park: bool,
     /// Let the box use the shared index instead of its own `index-box.ID`.
     #[arg(long)]
     no_index_split: bool,
@@ -127,6 +133,7 @@ fn run(args: Vec<OsString>) -> Result<i32, MountError> {
         Cmd::Mount(a) => run_mount(*a),
         Cmd::Umount { mountpoint } => run_umount(&mountpoint),
         Cmd::Doctor(a) => Ok(seamfs::doctor::main(&a)),
+        Cmd::Parked(a) => Ok(seamfs::park::cli::main(&a)),
     }
 }
 
@@ -167,6 +174,16 @@ fn run_umount(mnt: &Path) -> Result<i32, MountError> {
         ),
     }
     Ok(exit::OK)
+}
+
+/// Parking's bounds: the defaults, or `park_max_bytes` / `park_burst_cap` from the file.
+fn park_config(file: &FileConfig) -> seamfs::park::ParkConfig {
+    let d = seamfs::park::ParkConfig::default();
+    seamfs::park::ParkConfig {
+        max_size: file.park_max_bytes.unwrap_or(d.max_size),
+        burst_cap: file.park_burst_cap.map_or(d.burst_cap, |c| c as usize),
+        ..d
+    }
 }
 
 /// The settings file: `--config`, else /etc/seamfs.toml when present, else defaults.
@@ -290,6 +307,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         lock_wait: Duration::from_millis(lock_wait_ms),
         mountpoint: Some(mnt.clone()),
         status,
+        park: (!a.no_park && file.park.unwrap_or(true)).then(|| park_config(&file)),
         ..CoreOptions::default()
     };
     let core = Core::new(lower, layer, Class::WorkTree, opts)

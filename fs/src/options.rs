@@ -28,6 +28,7 @@ pub const OPTIONS: &[Opt] = &[
     Opt { name: "ttl", flag: "--ttl", toml: Some("ttl = S"), value: true },
     Opt { name: "log", flag: "--log", toml: Some("log = \"FILE\""), value: true },
     Opt { name: "no_index_split", flag: "--no-index-split", toml: Some("index_split = false"), value: false },
+    Opt { name: "no_park", flag: "--no-park", toml: Some("park = false"), value: false },
     Opt { name: "no_passthrough", flag: "--no-passthrough", toml: Some("passthrough = false"), value: false },
     Opt { name: "lock_wait_ms", flag: "--lock-wait-ms", toml: Some("lock_wait_ms = MS"), value: true },
     Opt { name: "shared_index_wait_ms", flag: "--shared-index-wait-ms", toml: Some("shared_index_wait_ms = MS"), value: true },

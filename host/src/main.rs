@@ -58,6 +58,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// What seamfs parked before box processes destroyed it: list (newest first), restore, prune.
+    /// Runs no git and writes nothing outside CHECKOUT.
+    #[command(after_help = "Exit codes: 0 done; 1 refused or failed (the message names the path and the next step); 2 bad arguments.")]
+    Parked(seamfs::park::cli::HostParkedArgs),
 }
 
 const EXIT_FINDINGS: u8 = 1;
@@ -129,5 +133,6 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
+        Cmd::Parked(a) => ExitCode::from(seamfs::park::cli::host_main(&a) as u8),
     }
 }

@@ -17,6 +17,7 @@ mod procfs;
 mod report;
 mod results;
 mod runner;
+pub mod park;
 pub mod small;
 mod svg;
 mod workloads;

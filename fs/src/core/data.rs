@@ -116,6 +116,7 @@ impl<L: Layer> Core<L> {
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = self.lower_open_flags(flags & !STRIP);
         self.guard_open(id, flags, pid);
+        self.park_node(id, flags, None, pid);
         let (dev, ino, pinned, class, kind) =
             self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
         if pinned.is_none() {
@@ -289,6 +290,7 @@ impl<L: Layer> Core<L> {
                 fd
             }
             Err(e) if e.raw_os_error() == Some(libc::EEXIST) && flags & libc::O_EXCL == 0 => {
+                if open_flags & libc::O_TRUNC != 0 { self.park_before(parent, name, &path, crate::park::Op::OpenTrunc, who.pid) }
                 self.lower.open_at(&path, open_flags, 0).map_err(Errno::from)?
             }
             Err(e) => return Err(self.in_parent(parent, e)),

@@ -66,6 +66,8 @@ pub struct CoreOptions {
     /// `key=value` facts the root's `user.seamfs.status` attribute reports (lower, ttl...),
     /// given by the binary that mounted. Default none.
     pub status: Vec<(String, String)>,
+    /// Keep what box ops destroy (`park`, ADR 0029); None: off. Default off (the emulator).
+    pub park: Option<crate::park::ParkConfig>,
 }
 
 impl Default for CoreOptions {
@@ -79,6 +81,7 @@ impl Default for CoreOptions {
             kill_privs: true,
             writeback_cache: false,
             status: Vec::new(),
+            park: None,
         }
     }
 }
@@ -124,6 +127,8 @@ pub struct Core<L: Layer> {
     /// One reverse heal at a time: a lookup of `index` during another's heal waits for it
     /// rather than find the heal's lock, skip, and hand the box the index being replaced.
     pub(crate) reverse_heals: parking_lot::Mutex<()>,
+    /// Keeps what box ops would destroy (None: parking off).
+    pub(crate) parker: Option<crate::park::keep::Parker>,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -145,7 +150,12 @@ impl<L: Layer> Core<L> {
                 ),
             }
         }
+        let parker = match opts.park.clone().filter(|_| layer.guards()) {
+            Some(cfg) => Some(crate::park::keep::Parker::start(lower.try_clone()?, opts.mountpoint.clone(), cfg)?),
+            None => None,
+        };
         Ok(Core {
+            parker,
             lower,
             inodes: Arc::new(inodes),
             handles: Handles::default(),
@@ -413,6 +423,7 @@ impl<L: Layer> Core<L> {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         by_uid: u32,
+        by_pid: u32,
     ) -> Result<(FileAttr, Duration), Errno> {
         // An open file is changed through its own fd, never its name (which may be gone).
         let handle = fh.is_some_and(|fh| self.handles.file(fh).is_ok());
@@ -434,6 +445,7 @@ impl<L: Layer> Core<L> {
             })?;
         }
         if let Some(size) = size {
+            self.park_node(id, 0, Some(size), by_pid);
             let _ = if handle {
                 // SAFETY: valid fd.
                 cvt(unsafe { libc::ftruncate(node.as_raw_fd(), size as libc::off_t) })?

@@ -104,6 +104,7 @@ impl<L: Layer> Core<L> {
         let c = self.child(parent, name)?;
         self.open_deferred_at(parent, &c.lower);
         let before = self.ref_before_change(parent, &c.lower);
+        self.park_before(parent, name, &c.path, crate::park::Op::Unlink, who_pid);
         self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
         self.listings.forget(parent);
@@ -139,6 +140,7 @@ impl<L: Layer> Core<L> {
         let new = self.new_child(newparent, newname)?;
         if flags & libc::RENAME_EXCHANGE == 0 {
             self.open_deferred_at(newparent, &new.lower);
+            self.park_before(newparent, newname, &new.path, crate::park::Op::RenameOver, pid);
         }
         let after = self.guard_rename(parent, &old, newparent, &new, pid)?;
         self.listings.forget(parent);

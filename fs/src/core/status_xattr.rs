@@ -34,6 +34,7 @@ impl<L: Layer> Core<L> {
         out.push_str(&format!("data_path={data_path}\n"));
         out.push_str(&format!("killpriv={}\n", self.killpriv_on.load(Ordering::Relaxed)));
         out.push_str(&format!("refreshes={}\n", crate::lower::REFRESHES.load(Ordering::Relaxed)));
+        out.push_str(&self.park_status());
         out.into_bytes()
     }
 }

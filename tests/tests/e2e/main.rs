@@ -31,3 +31,4 @@ mod units;
 mod heal;
 mod hostile;
 mod races;
+mod parking;
