@@ -151,7 +151,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let parker = match opts.park.clone().filter(|_| layer.guards()) {
-            Some(cfg) => Some(crate::park::keep::Parker::start(lower.try_clone()?, opts.mountpoint.clone(), cfg)?),
+            Some(cfg) => Some(crate::park::keep::Parker::start(lower.try_clone()?, opts.mountpoint.clone(), cfg, layer.names().index())?),
             None => None,
         };
         Ok(Core {

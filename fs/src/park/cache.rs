@@ -31,6 +31,11 @@ impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
         self.map.lock().get(k).filter(|(at, _)| at.elapsed() < self.ttl).map(|(_, v)| v.clone())
     }
 
+    /// Forgets every entry.
+    pub fn clear(&self) {
+        self.map.lock().clear();
+    }
+
     /// The cached value of `k`, or `make()`'s (computed outside the lock).
     pub fn get_or(&self, k: K, make: impl FnOnce() -> V) -> V {
         if let Some((at, v)) = self.map.lock().get(&k) {

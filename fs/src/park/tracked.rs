@@ -1,4 +1,4 @@
-//! Is a file's content already in an object? Asked of the box's index (`index-box`) and the
+//! Is a file's content already in an object? Asked of the box's index (`index-box.<id>`) and the
 //! shared one (`index`), read through the lower and cached briefly: a tracked file whose stat
 //! matches an entry's (and is not racily clean) holds that entry's blob, so nothing is read.
 
@@ -38,20 +38,36 @@ struct View {
 /// the file changed: a 100,000-entry index takes tens of milliseconds to parse).
 #[derive(Debug)]
 pub struct Indexes {
+    /// The box's own index file (`index-box.<id>`); the shared one is `index`.
+    box_index: String,
     cache: TtlCache<PathBuf, Option<Arc<View>>>,
     parsed: parking_lot::Mutex<std::collections::HashMap<PathBuf, Arc<View>>>,
 }
 
-impl Default for Indexes {
-    fn default() -> Self {
-        Indexes { cache: TtlCache::new(Duration::from_millis(200), 256), parsed: Default::default() }
+impl Indexes {
+    /// Nothing parsed yet; `box_index` is this box's index file name.
+    pub fn new(box_index: &str) -> Self {
+        Indexes { box_index: box_index.to_string(), cache: TtlCache::new(Duration::from_millis(200), 256), parsed: Default::default() }
+    }
+
+    fn names(&self) -> [&str; 2] {
+        [self.box_index.as_str(), "index"]
     }
 }
 
 impl Indexes {
+    /// Drops every parsed index; true when there was one.
+    pub fn forget(&self) -> bool {
+        self.cache.clear();
+        let mut parsed = self.parsed.lock();
+        let had = !parsed.is_empty();
+        parsed.clear();
+        had
+    }
+
     /// True when either index has an entry for `rel` (no stat needed).
     pub fn has(&self, lower: &Lower, repo: &Repo, rel: &[u8]) -> bool {
-        ["index-box", "index"].iter().any(|name| {
+        self.names().iter().any(|name| {
             let path = repo.git_dir.join(name);
             self.cache.get_or(path.clone(), || self.load(lower, &path, repo)).is_some_and(|v| v.state.entry_by_path(rel.as_bstr()).is_some())
         })
@@ -60,7 +76,7 @@ impl Indexes {
     /// What the git dir's indexes say of `rel` (work-tree relative), found on the lower as `st`.
     pub fn known(&self, lower: &Lower, repo: &Repo, rel: &[u8], st: &libc::stat) -> Known {
         let mut ids = Vec::new();
-        for name in ["index-box", "index"] {
+        for name in self.names() {
             let path = repo.git_dir.join(name);
             let Some(view) = self.cache.get_or(path.clone(), || self.load(lower, &path, repo)) else { continue };
             let Some(e) = view.state.entry_by_path(rel.as_bstr()) else { continue };
