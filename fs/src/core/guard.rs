@@ -388,6 +388,13 @@ impl<L: Layer> Core<L> {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
                 self.set_own_op(&gitdir, &child.lower.to_string_lossy(), true);
             }
+        } else if let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) {
+            // A reflog this process made itself hides nothing from it: `cp -R` of a repository
+            // may write `logs/refs/heads/main` before `refs/heads/main`, and the branch's
+            // lookup then must not wait for history and answer EIO.
+            if let Some(name) = rel.strip_prefix("logs/").filter(|n| n.starts_with("refs/")) {
+                self.judge.tracker.carried_reflog(Proc::of(pid), &gitdir, name);
+            }
         }
     }
 
