@@ -234,7 +234,7 @@ impl<L: Layer> Core<L> {
         };
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let mut class = self.child_class(dir, name, is_dir).ok()?;
-        if is_dir && class == crate::policy::Class::WorkTree && self.inodes.child_path(dir, lower).is_ok_and(|p| self.is_extra_gitdir(&st, &p)) {
+        if is_dir && class == crate::policy::Class::WorkTree && self.is_extra_gitdir(&st) {
             class = crate::policy::Class::GitDir;
         }
         let id = if self.layer.pin(class) {

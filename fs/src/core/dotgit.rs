@@ -60,21 +60,19 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// The class of `name` (at lower path `path`) in a directory of `parent_class`, found on
-    /// the lower as `st`: a directory a `.git` file named is a git dir wherever it sits (also
-    /// once moved there).
-    pub(crate) fn class_found(&self, parent_class: Class, name: &OsStr, st: &libc::stat, path: &std::ffi::CStr) -> Class {
+    /// The class of `name` in a directory of `parent_class`, found on the lower as `st`: a
+    /// directory a `.git` file named is a git dir wherever it sits (also once moved there).
+    pub(crate) fn class_found(&self, parent_class: Class, name: &OsStr, st: &libc::stat) -> Class {
         let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st, path) {
+        if is_dir && parent_class == Class::WorkTree && self.is_extra_gitdir(st) {
             Class::GitDir
         } else {
             self.layer.classify(parent_class, name, is_dir)
         }
     }
 
-    /// True when the directory found as `st` was named as a git dir by a `.git` file. (`path`,
-    /// its lower path, is for the callers' symmetry with `class_found`.)
-    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat, _path: &std::ffi::CStr) -> bool {
+    /// True when the directory found as `st` was named as a git dir by a `.git` file.
+    pub(crate) fn is_extra_gitdir(&self, st: &libc::stat) -> bool {
         !self.extra_gitdirs.is_empty() && self.extra_gitdirs.contains_key(&(st.st_dev, st.st_ino))
     }
 

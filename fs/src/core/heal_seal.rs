@@ -463,8 +463,12 @@ impl<L: Layer> Core<L> {
     /// not derived from the one it read: when it is exactly HEAD's tree and the sync point is
     /// elsewhere (a heal onto HEAD was refused), the sync point is HEAD. Without this, a box
     /// whose heal was refused for an overlap stayed refused after `git reset` (ADR 0030). Only
-    /// checked when the sync point is not HEAD, so a box in step pays nothing.
+    /// checked when the sync point is not HEAD; a process that saw HEAD (or its branch) at the
+    /// sync point is in step, and costs no read of HEAD.
     fn index_rewritten_from_head(&self, p: Proc, gitdir: &Path, read_at: &str) {
+        if self.saw_at(p, read_at) {
+            return;
+        }
         let Some(head) = self.head_commit(gitdir) else { return };
         if head == read_at {
             return;
@@ -476,6 +480,16 @@ impl<L: Layer> Core<L> {
             self.set_base(gitdir, &head);
             self.judge.tracker.set_index_read(p, gitdir, head);
         }
+    }
+
+    /// Whether process `p` saw its start branch (or a detached HEAD) at commit `at`.
+    fn saw_at(&self, p: Proc, at: &str) -> bool {
+        let Some(start) = self.judge.tracker.start_of(p) else { return false };
+        let seen = match &start.branch {
+            Some(b) => self.judge.tracker.seen_ref(p, &start.common, b),
+            None => self.judge.tracker.seen_ref(p, &start.gitdir, "HEAD"),
+        };
+        seen.flatten().as_deref() == Some(at)
     }
 
     /// A box process moved a branch: its index reads now count from the sync point that move

@@ -24,7 +24,7 @@ impl<L: Layer> Core<L> {
             return false;
         }
         let by_place = self.child_class(parent, name, true).ok() == Some(Class::GitDir);
-        if !by_place && !self.lower.stat(path).is_ok_and(|st| self.is_extra_gitdir(&st, path)) {
+        if !by_place && !self.lower.stat(path).is_ok_and(|st| self.is_extra_gitdir(&st)) {
             return false;
         }
         let Ok(listed) = self.lower.list(path) else { return false };

@@ -361,7 +361,7 @@ impl<L: Layer> Core<L> {
                 if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
                     self.note_dotgit_file(&dotgit::rel_path(path), st);
                 }
-                self.class_found(parent_class, name, st, path)
+                self.class_found(parent_class, name, st)
             }
             None => guess,
         };

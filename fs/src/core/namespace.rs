@@ -179,7 +179,7 @@ impl<L: Layer> Core<L> {
         let Ok(st) = self.lower.stat(&child.path) else { return };
         let id = self.inodes.id_for(&st);
         if let Ok(parent_class) = self.class_of(parent) {
-            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st, &child.path));
+            self.inodes.moved(id, parent, &child.lower, self.class_found(parent_class, name, &st));
         }
         // The kernel moved its entry here: the name now holds this node (the share's fault model).
         self.layer.answered(parent, name, Some(id), Duration::ZERO);
