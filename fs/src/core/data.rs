@@ -385,7 +385,7 @@ impl<L: Layer> Core<L> {
             return Ok(());
         }
         if self.inodes.with(h.node, |n| n.class.in_git_dir()).unwrap_or(false) {
-            super::guard::write_back(fd.as_raw_fd());
+            crate::lower::write_back(fd.as_raw_fd());
         }
         let dup = fd.as_fd().try_clone_to_owned().map_err(Errno::from)?;
         drop(dup);

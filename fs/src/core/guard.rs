@@ -604,19 +604,8 @@ impl<L: Layer> Core<L> {
         let Ok((dev, ino)) = self.lower.identity_at(path) else { return };
         let Some(node) = self.inodes.known_id(dev, ino) else { return };
         if let Some(fd) = self.handles.writer_of(node).as_deref().and_then(|h| h.opened()) {
-            write_back(fd.as_raw_fd());
+            crate::lower::write_back(fd.as_raw_fd());
         }
     }
 }
 
-/// Writes back a file's dirty pages and waits for them; unlike fsync it asks no disk flush of
-/// the host, and costs nothing when nothing is dirty (virtiofs, FUSE without writeback cache).
-pub(crate) fn write_back(fd: std::os::fd::RawFd) {
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    // SAFETY: valid fd; offset 0 and length 0 mean the whole file.
-    if unsafe { libc::sync_file_range(fd, 0, 0, flags) } != 0 {
-        // Not supported on this file (a directory, a pipe): fall back to fsync.
-        // SAFETY: valid fd.
-        unsafe { libc::fsync(fd) };
-    }
-}

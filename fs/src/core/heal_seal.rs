@@ -332,7 +332,7 @@ impl<L: Layer> Core<L> {
             if f.write_all(commit.as_bytes()).is_ok() {
                 // On the server before the rename publishes it: a share that caches writes (9p
                 // cache=loose) would otherwise let the next fresh read find it empty.
-                super::guard::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
+                crate::lower::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
                 let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(base)), 0);
                 return;
             }

@@ -125,7 +125,16 @@ impl<'a> GitWriter<'a> {
         let ctmp = cpath(&tmp);
         let fd = self.lower.open_at(&ctmp, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, mode).map_err(werr(&tmp, "create"))?;
         let mut f = std::fs::File::from(fd);
-        let written = f.write_all(bytes).and_then(|()| if fsync { f.sync_all() } else { Ok(()) });
+        // Written back before the rename even when not fsynced: over 9p `cache=loose` the host
+        // would otherwise read the published object empty (the real-box CI check found it).
+        let written = f.write_all(bytes).and_then(|()| {
+            if fsync {
+                f.sync_all()
+            } else {
+                crate::lower::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
+                Ok(())
+            }
+        });
         drop(f);
         self.give(&tmp);
         let renamed = written.and_then(|()| self.lower.rename(&ctmp, &cpath(dest), 0));
