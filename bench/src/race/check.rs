@@ -230,6 +230,66 @@ pub fn reflog(gitdir: &Path, refname: &str) -> Result<Vec<(String, String)>, Lab
         .collect())
 }
 
+/// The commits a `git reset --soft HEAD~` (reflog message `reset: moving to HEAD~`) really took
+/// off the branch, from its reflog in `gitdir`, each with the name of the committer identity
+/// that moved it (the lab gives each box its own). Git appends the reflog line before it renames
+/// the ref's lock, so a refused move leaves a line too: a move took effect when the next line
+/// starts at its new value (the last: when the branch holds it now), and it took off its old
+/// value only when the branch really held that (a stale reader's old value is wrong).
+/// `ORIG_HEAD`, which a box reads after its reset, is one file for every side, so another box's
+/// reset can overwrite it first; the reflog cannot lose that.
+pub fn soft_reset_away(gitdir: &Path, refname: &str) -> Result<HashMap<String, String>, LabError> {
+    let path = gitdir.join("logs").join(refname);
+    let text = std::fs::read_to_string(&path).map_err(|e| LabError::new("read reflog", &path, e))?;
+    let tip = std::fs::read_to_string(gitdir.join(refname)).ok();
+    Ok(soft_resets_in(&text, tip.as_deref().map(str::trim)))
+}
+
+/// One reflog line: old value, new value, the mover's name, the message.
+fn reflog_line(l: &str) -> Option<(&str, &str, &str, &str)> {
+    let (head, msg) = l.split_once('\t')?;
+    let (old, rest) = head.split_once(' ')?;
+    let (new, ident) = rest.split_once(' ')?;
+    let name = ident.split_once(" <").map_or(ident, |(n, _)| n);
+    Some((old, new, name, msg))
+}
+
+fn soft_resets_in(reflog: &str, tip: Option<&str>) -> HashMap<String, String> {
+    let lines: Vec<_> = reflog.lines().filter_map(reflog_line).collect();
+    let mut away = HashMap::new();
+    let mut actual = lines.first().map(|l| l.0);
+    for (i, &(old, new, name, msg)) in lines.iter().enumerate() {
+        let took_effect = lines.get(i + 1).map_or(tip == Some(new), |next| next.0 == new);
+        if !took_effect {
+            continue;
+        }
+        if msg == "reset: moving to HEAD~" && actual == Some(old) {
+            away.insert(old.to_string(), name.to_string());
+        }
+        actual = Some(new);
+    }
+    away
+}
+
+/// What each commit in `ids` changed against its first parent: path → new blob id (all zeros
+/// for a removed path).
+pub fn changed_blobs(host: &Path, ids: &[&String]) -> Result<HashMap<String, HashMap<String, String>>, LabError> {
+    let mut out = HashMap::new();
+    for id in ids {
+        let r = git_run(host, &["diff-tree", "-r", "--no-renames", "--no-commit-id", id.as_str()])?;
+        let changes = r
+            .stdout
+            .lines()
+            .filter_map(|l| {
+                let (meta, path) = l.split_once('\t')?;
+                Some((path.to_string(), meta.split(' ').nth(3)?.to_string()))
+            })
+            .collect();
+        out.insert((*id).clone(), changes);
+    }
+    Ok(out)
+}
+
 /// The text of each blob in `blobs` (`git cat-file --batch`); missing ones are left out. Meant
 /// for the lab's small text files.
 pub fn blob_texts(host: &Path, blobs: &[String]) -> Result<HashMap<String, String>, LabError> {
@@ -266,4 +326,42 @@ pub fn tree_blobs(host: &Path, rev: &str) -> Result<HashMap<String, String>, Lab
             Some((path.to_string(), meta.split(' ').nth(2)?.to_string()))
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::soft_resets_in;
+
+    fn line(old: &str, new: &str, msg: &str) -> String {
+        format!("{old} {new} seam-lab box-1 <lab@lab> 1796178646 +0000\t{msg}\n")
+    }
+
+    #[test]
+    fn soft_resets_count_only_moves_that_took_effect() {
+        let log = [
+            line("a", "b", "commit: box commit 1"),
+            // Refused (the branch stayed at b: the next line starts at b).
+            line("b", "a", "reset: moving to HEAD"),
+            line("b", "a", "reset: moving to HEAD~"),
+            line("a", "c", "commit: host commit 1"),
+            // Refused: the next line starts at c, not a.
+            line("c", "a", "reset: moving to HEAD~"),
+            // A stale reader's move: it took effect, but the branch was at c, not d.
+            line("d", "c2", "reset: moving to HEAD~"),
+            line("c2", "e", "commit: box commit 2"),
+            line("e", "c2", "reset: moving to HEAD~"),
+            line("c2", "f", "commit: box commit 3"),
+            // The last line: refused unless the branch holds its new value.
+            line("f", "c2", "reset: moving to HEAD~"),
+        ]
+        .concat();
+        let keys = |m: std::collections::HashMap<String, String>| {
+            assert!(m.values().all(|n| n == "seam-lab box-1"), "{m:?}");
+            let mut k: Vec<String> = m.into_keys().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(soft_resets_in(&log, Some("f"))), ["b", "e"]);
+        assert_eq!(keys(soft_resets_in(&log, Some("c2"))), ["b", "e", "f"]);
+    }
 }

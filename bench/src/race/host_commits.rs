@@ -20,16 +20,20 @@
 //! the index and HEAD at two moments, and another box's commit and soft reset a few ms apart
 //! fall between them (its file then reads as staged here for that one status), as a host commit
 //! does (the single-box run shows the host's `host.txt` staged in the box the same way). What is judged is what lands: a box commit that carries
-//! another box's file took that box's staging (or re-added what it reset away). A box commit is
-//! lost when it is on no branch and no box's soft reset took it off.
+//! another box's file took that box's staging (or re-added what it reset away), unless that
+//! change is one a commit this box's own soft reset took off had made (its check of HEAD and its
+//! reset are two commands; git keeps what a soft reset takes off staged): counted apart. A box
+//! commit is lost when it is on no branch and no box's soft reset took it off. What soft resets
+//! took off is read from the branch's reflog (each box resets under its own committer name) as
+//! well as from `ORIG_HEAD`, which every side writes.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
 use super::boxshell::BoxShell;
-use super::check::{extra_roots, fsck_problems, reachable};
+use super::check::{changed_blobs, extra_roots, fsck_problems, reachable, soft_reset_away};
 use super::figures::Figures;
 use super::index_poller::{box_dirs, foreign_staged, leak};
 use super::repo::Seed;
@@ -153,7 +157,8 @@ struct BoxSide {
     soft_skipped: u64,
     wrong_subject: u64,
     ids: Vec<String>,
-    /// ORIG_HEAD after each landed soft reset: the commit that reset took off the branch.
+    /// ORIG_HEAD after each landed soft reset: the commit that reset took off the branch (unless
+    /// another box's reset wrote ORIG_HEAD first; the reflog is read too).
     reset_away: HashSet<String>,
     /// Looks after `git add` that staged another box's files (several boxes only).
     foreign: u64,
@@ -212,7 +217,8 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
             b.soft_skipped += 1;
             continue;
         }
-        let soft = sh.git(&["reset", "-q", "--soft", "HEAD~"])?;
+        // Under the box's own name, so the branch's reflog says which box took what off.
+        let soft = sh.git(&["-c", &format!("user.name={}", reset_ident(prefix)), "reset", "-q", "--soft", "HEAD~"])?;
         b.soft.record_ran(&soft);
         if soft.ok {
             let orig = sh.git(&["rev-parse", "ORIG_HEAD"])?;
@@ -224,26 +230,62 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
     Ok(b)
 }
 
-/// How many of a box's landed commits change a file under `others` (other boxes' dirs), and
-/// the first few such changes (`A path`: re-added, `D path`: reverted).
-fn carrying_others(host: &Path, b: &BoxSide, others: &[String]) -> Result<(u64, Vec<String>), LabError> {
-    let (mut n, mut samples) = (0, Vec::new());
-    for id in &b.ids {
-        let r = git_run(host, &["show", "--name-status", "--no-renames", "--format=", id])?;
-        let theirs: Vec<&str> = r.stdout.lines().filter(|l| others.iter().any(|o| l.get(2..).is_some_and(|p| p.starts_with(o.as_str())))).collect();
-        if !theirs.is_empty() {
-            n += 1;
-            if samples.len() < FOREIGN_SAMPLES {
-                samples.push(format!("{id}: {}", theirs.join(", ").replace('\t', " ")));
-            }
-        }
-    }
-    Ok((n, samples))
+/// The committer name a box's soft resets move the branch under (`box-<i>/` → `seam-lab box-<i>`).
+fn reset_ident(prefix: &str) -> String {
+    format!("seam-lab {}", prefix.trim_end_matches('/'))
 }
 
-/// True when some box's soft reset took commit `id` off the branch.
-fn b_all_reset(per_box: &[BoxSide], id: &str) -> bool {
-    per_box.iter().any(|b| b.reset_away.contains(id))
+/// A box's landed commits that change a file under `others` (other boxes' dirs): how many, how
+/// many of those only re-commit what this box's own soft resets took off the branch (git keeps
+/// a soft reset's commit staged, so a box that reset another's commit on top of its own commits
+/// it again, as on one kernel), and the first few of the rest (`A path`: re-added, `D path`:
+/// reverted, `M path`: changed). `taken`: what the commits this box's soft resets took off
+/// changed, path → blob ids.
+fn carrying_others(host: &Path, b: &BoxSide, others: &[String], taken: &HashMap<String, HashSet<String>>) -> Result<Carried, LabError> {
+    let mut c = Carried::default();
+    let ids: Vec<&String> = b.ids.iter().collect();
+    for (id, changes) in changed_blobs(host, &ids)? {
+        let theirs: Vec<(&String, &String)> = changes.iter().filter(|(p, _)| others.iter().any(|o| p.starts_with(o.as_str()))).collect();
+        if theirs.is_empty() {
+            continue;
+        }
+        if theirs.iter().all(|(p, blob)| taken.get(*p).is_some_and(|t| t.contains(*blob))) {
+            c.own_reset += 1;
+            continue;
+        }
+        c.foreign += 1;
+        if c.samples.len() < FOREIGN_SAMPLES {
+            let r = git_run(host, &["show", "--name-status", "--no-renames", "--format=", &id])?;
+            let lines: Vec<&str> = r.stdout.lines().filter(|l| others.iter().any(|o| l.get(2..).is_some_and(|p| p.starts_with(o.as_str())))).collect();
+            c.samples.push(format!("{id}: {}", lines.join(", ").replace('\t', " ")));
+        }
+    }
+    Ok(c)
+}
+
+/// One box's commits that touch other boxes' files.
+#[derive(Debug, Default)]
+struct Carried {
+    foreign: u64,
+    own_reset: u64,
+    samples: Vec<String>,
+}
+
+/// What the commits each box's soft resets took off changed (see [`carrying_others`]), per box.
+fn taken_by_box(host: &Path, away: &HashMap<String, String>, nb: usize) -> Result<Vec<HashMap<String, HashSet<String>>>, LabError> {
+    (0..nb)
+        .map(|i| {
+            let me = reset_ident(&box_dirs(i, nb).0);
+            let ids: Vec<&String> = away.iter().filter(|(_, who)| **who == me).map(|(id, _)| id).collect();
+            let mut taken: HashMap<String, HashSet<String>> = HashMap::new();
+            for changes in changed_blobs(host, &ids)?.into_values() {
+                for (path, blob) in changes {
+                    taken.entry(path).or_default().insert(blob);
+                }
+            }
+            Ok(taken)
+        })
+        .collect()
 }
 
 /// Every box's side as one.
@@ -282,8 +324,13 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let b = merged(&per_box);
 
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
+    // What soft resets took off: ORIG_HEAD as each box read it, and (several boxes overwrite
+    // the one ORIG_HEAD) the branch's reflog.
+    let away = soft_reset_away(&rig.host.join(".git"), "refs/heads/main")?;
+    let mut reset_away: HashSet<String> = away.keys().cloned().collect();
+    reset_away.extend(b.reset_away.iter().cloned());
     let lost: Vec<&String> = h.ids.iter().filter(|id| !on_branch.contains(id)).collect();
-    let seen_and_reset = lost.iter().filter(|id| b.reset_away.contains(**id)).count() as u64;
+    let seen_and_reset = lost.iter().filter(|id| reset_away.contains(**id)).count() as u64;
     let stale_lost = lost.len() as u64 - seen_and_reset;
     let roots = extra_roots(&rig.host, "refs/heads/main", &b.ids, &seed.initial)?;
     let fsck = fsck_problems(&rig.host)?;
@@ -297,22 +344,31 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("host_commits_lost", "host commits lost (stale view)", stale_lost);
     f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
     f.zero("box_root_commits", "box root commits", roots.len() as u64);
-    let box_lost = |b: &BoxSide| b.ids.iter().filter(|id| !on_branch.contains(id) && !b_all_reset(&per_box, id)).count() as u64;
+    let box_lost = |b: &BoxSide| b.ids.iter().filter(|id| !on_branch.contains(id) && !reset_away.contains(*id)).count() as u64;
     if nb > 1 {
         f.zero("box_commits_lost", "box commits lost (on no branch, no box reset them)", box_lost(&b));
         f.count("foreign_index_views", "box looks staging another box's files (transient)", b.foreign);
-        let carried: Vec<(u64, Vec<String>)> =
-            per_box.iter().enumerate().map(|(i, one)| carrying_others(&rig.host, one, &box_dirs(i, nb).1)).collect::<Result<_, _>>()?;
-        f.zero("box_commits_carrying_others", "box commits carrying another box's files", carried.iter().map(|c| c.0).sum());
-        for (i, (_, samples)) in carried.iter().enumerate() {
-            for s in samples {
+        let taken = taken_by_box(&rig.host, &away, nb)?;
+        let carried: Vec<Carried> = per_box
+            .iter()
+            .enumerate()
+            .map(|(i, one)| carrying_others(&rig.host, one, &box_dirs(i, nb).1, &taken[i]))
+            .collect::<Result<_, _>>()?;
+        f.zero("box_commits_carrying_others", "box commits carrying another box's files", carried.iter().map(|c| c.foreign).sum());
+        f.count(
+            "box_commits_recommitting_own_reset",
+            "box commits re-committing what its own reset took off",
+            carried.iter().map(|c| c.own_reset).sum(),
+        );
+        for (i, c) in carried.iter().enumerate() {
+            for s in &c.samples {
                 f.note(format!("box {i} commit carrying another box's file: {s}"));
             }
         }
         for (i, one) in per_box.iter().enumerate() {
             f.share(leak(format!("box{i}_commit")), leak(format!("box {i}: commit landed")), one.commit.landed, one.commit.attempted);
             f.zero(leak(format!("box{i}_commits_lost")), leak(format!("box {i}: commits lost")), box_lost(one));
-            f.zero(leak(format!("box{i}_carrying_others")), leak(format!("box {i}: commits carrying another box's files")), carried[i].0);
+            f.zero(leak(format!("box{i}_carrying_others")), leak(format!("box {i}: commits carrying another box's files")), carried[i].foreign);
         }
     }
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);

@@ -119,6 +119,13 @@ impl<L: Layer> Core<L> {
         self.park_node(id, flags, None, pid);
         let (dev, ino, pinned, class, kind) =
             self.inodes.with(id, |n| (n.dev, n.ino, n.pinned.clone(), n.class, n.kind))?;
+        // What a box process reads of its index is the index at the sync point of this open: a
+        // reverse heal cannot land between the two (it holds the same lock).
+        let _no_heal_now = (class == Class::Index && self.layer.index_split()).then(|| {
+            let held = self.reverse_heals.lock();
+            self.note_index_open(id, pid);
+            held
+        });
         if pinned.is_none() {
             if let Some(o) = self.open_deferred(id, flags, dev, ino)? {
                 return Ok(o);

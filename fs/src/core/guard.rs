@@ -517,6 +517,7 @@ impl<L: Layer> Core<L> {
             return Verdict::Allow;
         }
         let read_at = self.judge.tracker.index_base_of(p, &start.gitdir);
+        tracing::debug!(pid = p.pid, ?read_at, ?now, %name, "index judged for a move");
         // The new value is what the lock holds; its parents are read only when the index is off.
         let on_now = || {
             let lock = read_lower(&self.lower, &dir.join(format!("{name}.lock"))).ok().flatten()?;

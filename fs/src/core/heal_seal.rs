@@ -316,7 +316,9 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    #[track_caller]
     pub(crate) fn set_base(&self, gitdir: &Path, commit: &str) {
+        tracing::debug!(gitdir = %gitdir.display(), sync_point = %commit, at = %std::panic::Location::caller(), "sync point set");
         let base = self.layer.names().base();
         let tmp = gitdir.join(format!("{base}.tmp.{}", std::process::id()));
         let ctmp = cpath(&tmp);
@@ -442,7 +444,22 @@ impl<L: Layer> Core<L> {
             return;
         }
         if let Some(base) = self.base(&gitdir) {
+            debug!(pid, gitdir = %gitdir.display(), sync_point = %base, "box index read");
             self.judge.tracker.note_index_read(p, &gitdir, base);
+        }
+    }
+
+    /// A box process opens its index (node `index`): what it reads derives from the sync point
+    /// now. A heal at a lookup or lock create after the process's first lookup (noted by
+    /// [`Self::note_index_read`]) moved it since, and a write of what the process read must not
+    /// take it back (`index_written`).
+    pub(crate) fn note_index_open(&self, index_node: u64, pid: u32) {
+        let Ok(gitdir_node) = self.inodes.with(index_node, |n| n.parent) else { return };
+        let Ok(c) = self.inodes.path(gitdir_node) else { return };
+        let gitdir = super::dotgit::rel_path(&c);
+        if let Some(base) = self.base(&gitdir) {
+            debug!(pid, gitdir = %gitdir.display(), sync_point = %base, "box index opened");
+            self.judge.tracker.note_index_open(Proc::of(pid), &gitdir, base);
         }
     }
 
@@ -452,6 +469,7 @@ impl<L: Layer> Core<L> {
     /// still at the old one, so the sync point goes back and the next touch heals again.
     pub(crate) fn index_written(&self, p: Proc, gitdir: &Path) {
         let Some(read_at) = self.judge.tracker.take_index_read(p, gitdir) else { return };
+        debug!(pid = p.pid, gitdir = %gitdir.display(), read_at = %read_at, "box index written");
         if self.base(gitdir).is_some_and(|now| now != read_at) {
             info!(gitdir = %gitdir.display(), sync_point = %read_at, "box index rewritten from a read before a heal: healing it again on the next touch");
             self.set_base(gitdir, &read_at);
@@ -460,36 +478,43 @@ impl<L: Layer> Core<L> {
     }
 
     /// The index a box process wrote may be a commit's tree (`reset`, `checkout`, `read-tree`),
-    /// not derived from the one it read: when it is exactly HEAD's tree and the sync point is
-    /// elsewhere (a heal onto HEAD was refused), the sync point is HEAD. Without this, a box
-    /// whose heal was refused for an overlap stayed refused after `git reset` (ADR 0030). Only
-    /// checked when the sync point is not HEAD; a process that saw HEAD (or its branch) at the
-    /// sync point is in step, and costs no read of HEAD.
+    /// not derived from the one it read: when it is exactly the tree of the commit the process
+    /// saw as HEAD, or of HEAD now, and the sync point is elsewhere, the sync point is that
+    /// commit. Without the first, a `reset --hard HEAD` that read another side's commit, which
+    /// was then taken back before the write (`reset --soft HEAD~`), left that commit's files in
+    /// the index at a sync point without them, and the next commit re-added them; without the
+    /// second, a box whose heal was refused stayed refused after `git reset` (ADR 0030). Only
+    /// checked when the process did not see HEAD at the sync point (no read of HEAD then).
     fn index_rewritten_from_head(&self, p: Proc, gitdir: &Path, read_at: &str) {
-        if self.saw_at(p, read_at) {
+        let seen = self.seen_start(p, gitdir);
+        if seen.as_deref() == Some(read_at) {
             return;
         }
-        let Some(head) = self.head_commit(gitdir) else { return };
-        if head == read_at {
-            return;
+        let mut commits: Vec<String> = seen.into_iter().collect();
+        if let Some(head) = self.head_commit(gitdir).filter(|h| h != read_at && !commits.contains(h)) {
+            commits.push(head);
         }
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
-        let Some(HintData::File(f)) = self.open_hint(&gitdir.join(self.layer.names().index())) else { return };
-        if crate::heal::index_is_tree_of(&self.objects_dir(&common), f, &head) {
-            info!(gitdir = %gitdir.display(), sync_point = %head, "box index rewritten as HEAD's tree: in sync with HEAD");
-            self.set_base(gitdir, &head);
-            self.judge.tracker.set_index_read(p, gitdir, head);
+        for commit in commits {
+            let Some(HintData::File(f)) = self.open_hint(&gitdir.join(self.layer.names().index())) else { return };
+            if crate::heal::index_is_tree_of(&self.objects_dir(&common), f, &commit) {
+                info!(gitdir = %gitdir.display(), sync_point = %commit, "box index rewritten as a commit's tree: in sync with it");
+                self.set_base(gitdir, &commit);
+                self.judge.tracker.set_index_read(p, gitdir, commit);
+                return;
+            }
         }
     }
 
-    /// Whether process `p` saw its start branch (or a detached HEAD) at commit `at`.
-    fn saw_at(&self, p: Proc, at: &str) -> bool {
-        let Some(start) = self.judge.tracker.start_of(p) else { return false };
+    /// The commit process `p` saw its start branch (or a detached HEAD) at, when it started in
+    /// `gitdir`.
+    fn seen_start(&self, p: Proc, gitdir: &Path) -> Option<String> {
+        let start = self.judge.tracker.start_of(p).filter(|s| s.gitdir == gitdir)?;
         let seen = match &start.branch {
             Some(b) => self.judge.tracker.seen_ref(p, &start.common, b),
             None => self.judge.tracker.seen_ref(p, &start.gitdir, "HEAD"),
         };
-        seen.flatten().as_deref() == Some(at)
+        seen.flatten()
     }
 
     /// A box process moved a branch: its index reads now count from the sync point that move

@@ -209,6 +209,12 @@ impl Tracker {
         self.index_reads.entry((p.pid, p.start)).or_default().entry(gitdir.to_path_buf()).or_insert(base);
     }
 
+    /// Records the sync point at the process's open of its index: what it reads now, whatever
+    /// its first read noted.
+    pub fn note_index_open(&self, p: Proc, gitdir: &Path, base: String) {
+        self.index_reads.entry((p.pid, p.start)).or_default().insert(gitdir.to_path_buf(), base);
+    }
+
     /// The sync point the process read its index at, forgotten (it just wrote its index, which
     /// now derives from it).
     pub fn take_index_read(&self, p: Proc, gitdir: &Path) -> Option<String> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use seam_tests::run::{run, Ran};
 
-use crate::hostbox::{bytes, lines_with, locks_below, names_with_prefix, staged, status, wait_until, write, Env, Repo};
+use crate::hostbox::{bytes, lines_with, Child, locks_below, names_with_prefix, staged, status, wait_until, write, Env, Repo};
 
 const FILES: &[(&str, &str)] = &[("a.txt", "a\n"), ("m.txt", "m\n"), ("d.txt", "d\n"), ("x.sh", "echo x\n")];
 
@@ -426,6 +426,95 @@ fn a_box_commit_from_an_index_that_could_not_heal_is_refused() {
     env.boxed(&r, &["commit", "-q", "-m", "box m"]);
     assert_eq!(changed_by(&env, &r, "HEAD"), vec!["M\tm.txt"], "the box's commit reverted the host's");
     assert_eq!(env.host(&r, &["rev-parse", "HEAD~"]), host_head);
+    env.finish();
+}
+
+/// A box `git reset --hard HEAD` reads HEAD at the host's new commit, and the host takes that
+/// commit back (`reset --soft HEAD~`) before the box reads and writes its index: the index the
+/// box writes is the taken-back commit's tree, so it is in sync with that commit and heals back
+/// on the next touch; counted as in sync with the commit before it, the box's next commit
+/// re-added the host's file (the three-box race's "carrying another box's files: A", ADR 0030).
+/// The box git is held between its read of HEAD and its read of the index by `.git/shallow`
+/// as a FIFO, which git opens in between (the FIFO is the box kernel's, through the mount).
+#[test]
+fn a_box_reset_to_a_commit_taken_back_before_its_index_write_heals_back() {
+    let env = Env::new("heal-reset-taken-back", &[]);
+    let r = env.host_repo("repo", FILES);
+    let base = env.host_rev(&r, "HEAD");
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box's first look");
+    write(&r.h("h.txt"), "host\n");
+    env.host(&r, &["add", "h.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host h"]);
+    let host_commit = env.host_rev(&r, "HEAD");
+    seam_tests::sys::mkfifo(&r.h(".git/shallow"), 0o644).expect("mkfifo .git/shallow on the backing dir");
+    let child = env.git.cmd(&r.boxed, &["reset", "-q", "--hard", "HEAD"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    let mut child = child.expect("spawn box git reset");
+    // A write open succeeds (O_NONBLOCK) only once a reader is there: git, held in its open.
+    let fifo = r.b(".git/shallow");
+    let mut writer = None;
+    let held = wait_until(Duration::from_secs(30), || {
+        writer = seam_tests::sys::open(&fifo, libc::O_WRONLY | libc::O_NONBLOCK, 0).ok();
+        writer.is_some() || child.try_wait().ok().flatten().is_some()
+    });
+    assert!(held && writer.is_some(), "the box reset never opened .git/shallow\n{}", env.log());
+    // The host's `reset --soft HEAD~`, as its ref store's rename (host git would open the FIFO).
+    write(&r.h(".git/refs/heads/main.lock"), &format!("{base}\n"));
+    std::fs::rename(r.h(".git/refs/heads/main.lock"), r.h(".git/refs/heads/main")).expect("move the host's branch");
+    // Later opens of `shallow` must not block: the name goes, then git reads the FIFO's end.
+    seam_tests::sys::unlink(&fifo).expect("unlink the FIFO through the mount");
+    drop(writer);
+    let out = child.wait_with_output().expect("wait for the box reset");
+    // It read HEAD at the host's commit (so the window was hit): its move of HEAD back onto
+    // that commit is refused, as the host moved HEAD since.
+    assert!(!out.status.success(), "the box reset did not try to move HEAD back to {host_commit}: the host's soft reset came too late");
+    assert_eq!(env.host_rev(&r, "HEAD"), base, "the box reset undid the host's soft reset");
+    write(&r.b("b.txt"), "box\n");
+    env.boxed(&r, &["add", "b.txt"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box b"]);
+    assert_eq!(
+        changed_by(&env, &r, "HEAD"),
+        vec!["A\tb.txt"],
+        "the box's commit re-added the commit the host took back:\n{}",
+        env.log()
+    );
+    assert_eq!(env.host_rev(&r, "HEAD~"), base);
+    env.finish();
+}
+
+/// A box process looks its index up, a heal onto the host's commit lands (another box command's
+/// touch), then the process reads its index and writes it back (as `git status` refreshes it):
+/// what it wrote is the healed index, so its sync point is the host's commit. Counted as in
+/// sync with the commit before (the process's first lookup), the host's soft reset of that
+/// commit then healed nothing, and the box's next commit re-added the host's file (the
+/// three-box race's one remaining "carrying another box's files: A").
+#[test]
+fn a_box_index_written_from_a_read_after_a_heal_follows_that_heal() {
+    let env = Env::new("heal-read-after-heal", &[]);
+    let r = env.host_repo("repo", FILES);
+    let base = env.host_rev(&r, "HEAD");
+    // The box's own staging, so its index is no commit's tree.
+    write(&r.b("s.txt"), "staged by the box\n");
+    env.boxed(&r, &["add", "s.txt"]);
+    let mut child = Child::spawn(&r.b(".git"), "stat index\nsignal looked\nwait go\nrewrite index\n");
+    child.wait_for("looked");
+    write(&r.h("h.txt"), "host\n");
+    env.host(&r, &["add", "h.txt"]);
+    env.host(&r, &["commit", "-q", "-m", "host h"]);
+    assert_eq!(staged(&env.git, &r.boxed), vec!["A\ts.txt"], "the box's index healed onto the host's commit");
+    child.signal("go");
+    assert_eq!(child.finish(), "stat index ok\nrewrite index ok\n");
+    // The host takes its commit back (keeping it staged, as `reset --soft HEAD~` does).
+    env.host(&r, &["reset", "-q", "--soft", "HEAD~"]);
+    assert_eq!(env.host_rev(&r, "HEAD"), base);
+    write(&r.b("b.txt"), "box\n");
+    env.boxed(&r, &["add", "b.txt"]);
+    env.boxed(&r, &["commit", "-q", "-m", "box b"]);
+    assert_eq!(
+        changed_by(&env, &r, "HEAD"),
+        vec!["A\tb.txt", "A\ts.txt"],
+        "the box's commit re-added the commit the host took back:\n{}",
+        env.log()
+    );
     env.finish();
 }
 

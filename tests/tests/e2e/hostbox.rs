@@ -261,6 +261,9 @@ const DIR_ENV: &str = "SEAM_E2E_CHILD_DIR";
 ///
 /// Script steps, one per line, paths relative to the child's directory (a git dir, usually):
 /// - `read REL`: open and read the file (its lookup is what seamfs notes);
+/// - `stat REL`: look the file up, open nothing;
+/// - `rewrite REL`: read the file, then write those bytes back through `REL.lock` (O_EXCL) and
+///   a rename onto REL, as git rewrites its index;
 /// - `signal NAME` / `wait NAME`: create / wait (up to 60 s) for the control file NAME;
 /// - `move REL VALUE`: create `REL.lock` with O_EXCL, write `VALUE\n`, rename it onto REL;
 ///   on failure the lock is unlinked, as git does;
@@ -378,6 +381,27 @@ fn child_process_entry() {
             "read" => {
                 let r = std::fs::read(dir.join(a));
                 say(format!("read {a} {}", if r.is_ok() { "ok" } else { "missing" }));
+            }
+            "stat" => {
+                let r = sys::lstat(&dir.join(a));
+                say(format!("stat {a} {}", r.map(|_| "ok".to_string()).unwrap_or_else(|e| e.name())));
+            }
+            "rewrite" => {
+                let target = dir.join(a);
+                let lock = dir.join(format!("{a}.lock"));
+                let bytes = std::fs::read(&target).expect("read the file to rewrite");
+                let line = match sys::open(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
+                    Err(e) => format!("rewrite {a} lock-failed {e}"),
+                    Ok(fd) => {
+                        let written = sys::write(&fd, &bytes);
+                        drop(fd);
+                        match written.and_then(|_| sys::rename2(&lock, &target, 0)) {
+                            Ok(()) => format!("rewrite {a} ok"),
+                            Err(e) => format!("rewrite {a} {e}"),
+                        }
+                    }
+                };
+                say(line);
             }
             "signal" => std::fs::write(ctl.join(a), "").expect("signal"),
             "wait" => {
