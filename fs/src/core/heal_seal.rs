@@ -486,7 +486,7 @@ impl<L: Layer> Core<L> {
     /// second, a box whose heal was refused stayed refused after `git reset` (ADR 0030). Only
     /// checked when the process did not see HEAD at the sync point (no read of HEAD then).
     fn index_rewritten_from_head(&self, p: Proc, gitdir: &Path, read_at: &str) {
-        let seen = self.seen_start(p, gitdir);
+        let seen = self.seen_head(p, gitdir);
         if seen.as_deref() == Some(read_at) {
             return;
         }
@@ -506,15 +506,16 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// The commit process `p` saw its start branch (or a detached HEAD) at, when it started in
-    /// `gitdir`.
-    fn seen_start(&self, p: Proc, gitdir: &Path) -> Option<String> {
+    /// The commit process `p` sees as HEAD of `gitdir`: HEAD as it read it or last moved it
+    /// itself (a rebase detaches HEAD and moves it commit by commit), resolved through the
+    /// branch's value as it saw or moved that.
+    fn seen_head(&self, p: Proc, gitdir: &Path) -> Option<String> {
         let start = self.judge.tracker.start_of(p).filter(|s| s.gitdir == gitdir)?;
-        let seen = match &start.branch {
-            Some(b) => self.judge.tracker.seen_ref(p, &start.common, b),
-            None => self.judge.tracker.seen_ref(p, &start.gitdir, "HEAD"),
-        };
-        seen.flatten()
+        let head = self.judge.tracker.seen_ref(p, gitdir, "HEAD").flatten()?;
+        match head.strip_prefix("ref:").map(str::trim) {
+            Some(branch) => self.judge.tracker.seen_ref(p, &start.common, branch).flatten(),
+            None => Some(head),
+        }
     }
 
     /// A box process moved a branch: its index reads now count from the sync point that move

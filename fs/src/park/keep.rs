@@ -66,6 +66,9 @@ struct Inner {
     ignores: Ignores,
     indexes: Indexes,
     bursts: Mutex<HashMap<PathBuf, Burst>>,
+    /// Parks taken out of `bursts` whose commit is being written: still pending, so `seamfs
+    /// parked` does not list before the log has them.
+    committing: AtomicU64,
     /// When each repository's log was last pruned to the retention.
     pruned: Mutex<HashMap<PathBuf, Instant>>,
     wake: Condvar,
@@ -98,6 +101,7 @@ impl Parker {
             pruned: Mutex::new(HashMap::new()),
             wake: Condvar::new(),
             stats: Stats::default(),
+            committing: AtomicU64::new(0),
         });
         let bg = inner.clone();
         crate::signals::spawn_blocked("seam-park", move || bg.commit_loop())?;
@@ -125,7 +129,8 @@ impl Parker {
 
     /// Parks not yet committed.
     pub fn pending(&self) -> usize {
-        self.inner.bursts.lock().values().map(|b| b.asked).sum()
+        let bursts = self.inner.bursts.lock();
+        bursts.values().map(|b| b.asked).sum::<usize>() + self.inner.committing.load(Ordering::Acquire) as usize
     }
 
     /// Commits every pending burst now (at unmount, and for tests through the status attribute).
@@ -313,10 +318,15 @@ impl Inner {
                 .filter(|(_, b)| all || b.last.elapsed() >= self.cfg.quiet || b.started.elapsed() >= self.cfg.max_burst)
                 .map(|(k, _)| k.clone())
                 .collect();
-            keys.into_iter().filter_map(|k| bursts.remove(&k).map(|b| (k, b))).collect()
+            let due: Vec<(PathBuf, Burst)> = keys.into_iter().filter_map(|k| bursts.remove(&k).map(|b| (k, b))).collect();
+            // Counted before the map lets go of them (the lock is still held).
+            self.committing.fetch_add(due.iter().map(|(_, b)| b.asked as u64).sum(), Ordering::AcqRel);
+            due
         };
         for (common, b) in due {
-            match super::log::commit_burst(&self.lower, &common, &b.records, &b.blobs, b.asked) {
+            let committed = super::log::commit_burst(&self.lower, &common, &b.records, &b.blobs, b.asked);
+            self.committing.fetch_sub(b.asked as u64, Ordering::AcqRel);
+            match committed {
                 Ok(id) => {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(repo = %common.display(), commit = %id, files = b.blobs.len(), logged = b.records.len(), "parked what box ops destroyed on refs/seam/parked");
