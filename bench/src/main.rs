@@ -227,6 +227,10 @@ struct RaceArgs {
     /// control for --boxes.
     #[arg(long)]
     same_box_id: bool,
+    /// The share is the fast share (`seam-lab share --fast`: virtiofsd's caching, the bench's
+    /// baseline, ADR 0024; --ttl is its entry and attribute TTL) instead of the emulator.
+    #[arg(long, conflicts_with = "fault")]
+    fast_share: bool,
 }
 
 fn main() {
@@ -360,6 +364,7 @@ fn run_race(a: RaceArgs) -> i32 {
         feed: a.feed,
         boxes: a.boxes as usize,
         same_box_id: a.same_box_id,
+        fast_share: a.fast_share,
     };
     match seam_lab::race::run(&opts) {
         Ok(true) => exit::OK,

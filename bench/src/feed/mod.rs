@@ -158,7 +158,7 @@ fn per_target<P, R>(
 /// would have it.
 pub(crate) fn stage<S>(dir: &Path, t: FeedTarget, prepare: impl FnOnce(&Path, &Path) -> Result<S, LabError>) -> Result<(Rig, S), LabError> {
     std::fs::create_dir(dir).map_err(|e| LabError::new("create dir", dir, e))?;
-    let share = ShareSetup { ttl: SHARE_TTL, fault: None, seed: 1, seamd: t != FeedTarget::Share, feed: t == FeedTarget::SeamfsFeed, boxes: 1, same_box_id: false };
+    let share = ShareSetup { ttl: SHARE_TTL, fault: None, seed: 1, seamd: t != FeedTarget::Share, feed: t == FeedTarget::SeamfsFeed, boxes: 1, same_box_id: false, fast: false };
     let target = if t == FeedTarget::Share { Target::Control } else { Target::Seamfs };
     Rig::new(dir, dir, target, &share, prepare)
 }

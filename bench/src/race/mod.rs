@@ -154,6 +154,8 @@ pub struct RaceOptions {
     pub boxes: usize,
     /// Give every box's seamfs the same id (one shared `index-box`): the control of `boxes`.
     pub same_box_id: bool,
+    /// The share is the fast share (`seam-lab share --fast`, ADR 0024), not the emulator.
+    pub fast_share: bool,
 }
 
 /// What a scenario's run function gets.
@@ -209,7 +211,11 @@ pub fn run_report(opts: &RaceOptions) -> Result<RaceReport, LabError> {
         return Err(LabError::new("parse --boxes", Path::new(opts.scenario.name()), "several boxes run in index-poller and host-commits only"));
     }
     let (boxes, same_box_id) = (opts.boxes.max(1), opts.same_box_id);
-    let share = ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd, feed: opts.feed, boxes, same_box_id };
+    if opts.fast_share && opts.fault.is_some() {
+        return Err(LabError::new("parse --fast-share", Path::new("-"), "the fast share injects no faults: give --fault to the emulator only"));
+    }
+    let share =
+        ShareSetup { ttl: opts.ttl, fault: opts.fault, seed: opts.seed, seamd: opts.seamd, feed: opts.feed, boxes, same_box_id, fast: opts.fast_share };
     let params = Params { duration: opts.duration, ops: opts.ops, host_period: opts.host_period, seed: opts.seed, ttl: opts.ttl };
     let mut runs = Vec::new();
     for &target in &opts.targets {
@@ -231,6 +237,9 @@ pub fn run_report(opts: &RaceOptions) -> Result<RaceReport, LabError> {
 
 fn describe(opts: &RaceOptions) -> Vec<(String, String)> {
     let mut p = vec![("ttl".to_string(), format!("{} s", opts.ttl))];
+    if opts.fast_share {
+        p.push(("share".into(), "fast (virtiofsd-style, ADR 0024)".into()));
+    }
     let fault = match opts.fault {
         Some((FaultKind::StaleOld, ms)) => format!("stale-old {ms} ms"),
         Some((FaultKind::StaleMissing, ms)) => format!("stale-missing {ms} ms"),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::boxshell::BoxShell;
 use super::Target;
 use crate::lab::cleanup::unmount_now;
-use crate::lab::mounts::{mount_seamfs_with, mount_share, ShareArgs};
+use crate::lab::mounts::{mount_fast_share, mount_seamfs_with, mount_share, ShareArgs};
 use crate::lab::{bin_dir, LabError};
 use crate::share::fault::FaultKind;
 use crate::vm::guest::Guest;
@@ -38,9 +38,20 @@ pub struct ShareSetup {
     /// Every box's seamfs gets one id (one shared `index-box`, as before box ids): the control
     /// of `--boxes`.
     pub same_box_id: bool,
+    /// The share is the fast share (`seam-lab share --fast`, ADR 0024: virtiofsd's caching, the
+    /// bench's baseline) with `ttl` as its entry and attribute TTL, not the emulator; no fault.
+    pub fast: bool,
 }
 
 impl ShareSetup {
+    /// Mounts this share of `backing` on `mnt`, its log (the emulator's) at `log`.
+    fn mount(&self, backing: &Path, mnt: &Path, log: &Path) -> Result<(), LabError> {
+        if self.fast {
+            return mount_fast_share(backing, mnt, self.ttl, None);
+        }
+        mount_share(backing, mnt, &self.args(log))
+    }
+
     fn args(&self, log: &Path) -> ShareArgs {
         let mut extra = vec!["--seed".to_string(), self.seed.to_string(), "--log".into(), log.display().to_string()];
         if let Some((kind, ms)) = self.fault {
@@ -103,7 +114,7 @@ impl Rig {
         let setup = prepare(&host, &scratch)?;
         let tag = target.key();
         let share_mnt = subdir(root, "share")?;
-        mount_share(&host, &share_mnt, &share.args(&logs.join(format!("{tag}-share.log"))))?;
+        share.mount(&host, &share_mnt, &logs.join(format!("{tag}-share.log")))?;
         let mut rig = Rig {
             target,
             host,
@@ -161,7 +172,7 @@ impl Rig {
     fn add_box(&mut self, root: &Path, logs: &Path, share: &ShareSetup, i: usize, feed: &str) -> Result<(), LabError> {
         let tag = self.target.key();
         let share_mnt = subdir(root, &format!("share-{i}"))?;
-        mount_share(&self.host, &share_mnt, &share.args(&logs.join(format!("{tag}-share-{i}.log"))))?;
+        share.mount(&self.host, &share_mnt, &logs.join(format!("{tag}-share-{i}.log")))?;
         self.mounts.insert(0, share_mnt.clone());
         let mut dir = share_mnt.clone();
         if self.target == Target::Seamfs {
