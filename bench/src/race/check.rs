@@ -271,25 +271,6 @@ fn soft_resets_in(reflog: &str, tip: Option<&str>) -> HashMap<String, String> {
     away
 }
 
-/// What each commit in `ids` changed against its first parent: path → new blob id (all zeros
-/// for a removed path).
-pub fn changed_blobs(host: &Path, ids: &[&String]) -> Result<HashMap<String, HashMap<String, String>>, LabError> {
-    let mut out = HashMap::new();
-    for id in ids {
-        let r = git_run(host, &["diff-tree", "-r", "--no-renames", "--no-commit-id", id.as_str()])?;
-        let changes = r
-            .stdout
-            .lines()
-            .filter_map(|l| {
-                let (meta, path) = l.split_once('\t')?;
-                Some((path.to_string(), meta.split(' ').nth(3)?.to_string()))
-            })
-            .collect();
-        out.insert((*id).clone(), changes);
-    }
-    Ok(out)
-}
-
 /// The text of each blob in `blobs` (`git cat-file --batch`); missing ones are left out. Meant
 /// for the lab's small text files.
 pub fn blob_texts(host: &Path, blobs: &[String]) -> Result<HashMap<String, String>, LabError> {

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
 use super::boxshell::BoxShell;
-use super::check::{changed_blobs, extra_roots, fsck_problems, reachable, soft_reset_away};
+use super::check::{changes, extra_roots, fsck_problems, parents, reachable, soft_reset_away, PathChange};
 use super::figures::Figures;
 use super::index_poller::{box_dirs, foreign_staged, leak};
 use super::repo::Seed;
@@ -235,33 +235,49 @@ fn reset_ident(prefix: &str) -> String {
     format!("seam-lab {}", prefix.trim_end_matches('/'))
 }
 
+/// What each commit in `ids` changed against its first parent, in the order given (root
+/// commits and missing ones left out).
+fn changes_of(host: &Path, ids: &[String]) -> Result<Vec<(String, Vec<PathChange>)>, LabError> {
+    let parents = parents(host, ids)?;
+    let pairs: Vec<(String, String)> = ids.iter().filter_map(|id| Some((id.clone(), parents.get(id)?.first()?.clone()))).collect();
+    let diffs = changes(host, &pairs)?;
+    Ok(pairs.into_iter().map(|(id, _)| id).zip(diffs).collect())
+}
+
 /// A box's landed commits that change a file under `others` (other boxes' dirs): how many, how
 /// many of those only re-commit what this box's own soft resets took off the branch (git keeps
 /// a soft reset's commit staged, so a box that reset another's commit on top of its own commits
 /// it again, as on one kernel), and the first few of the rest (`A path`: re-added, `D path`:
 /// reverted, `M path`: changed). `taken`: what the commits this box's soft resets took off
-/// changed, path → blob ids.
-fn carrying_others(host: &Path, b: &BoxSide, others: &[String], taken: &HashMap<String, HashSet<String>>) -> Result<Carried, LabError> {
+/// changed.
+fn carrying_others(host: &Path, b: &BoxSide, others: &[String], taken: &Taken) -> Result<Carried, LabError> {
     let mut c = Carried::default();
-    let ids: Vec<&String> = b.ids.iter().collect();
-    for (id, changes) in changed_blobs(host, &ids)? {
-        let theirs: Vec<(&String, &String)> = changes.iter().filter(|(p, _)| others.iter().any(|o| p.starts_with(o.as_str()))).collect();
+    for (id, changed) in changes_of(host, &b.ids)? {
+        let theirs: Vec<&PathChange> = changed.iter().filter(|ch| others.iter().any(|o| ch.path.starts_with(o.as_str()))).collect();
         if theirs.is_empty() {
             continue;
         }
-        if theirs.iter().all(|(p, blob)| taken.get(*p).is_some_and(|t| t.contains(*blob))) {
+        if theirs.iter().all(|ch| taken.get(&ch.path).is_some_and(|t| t.contains(&ch.new))) {
             c.own_reset += 1;
             continue;
         }
         c.foreign += 1;
         if c.samples.len() < FOREIGN_SAMPLES {
-            let r = git_run(host, &["show", "--name-status", "--no-renames", "--format=", &id])?;
-            let lines: Vec<&str> = r.stdout.lines().filter(|l| others.iter().any(|o| l.get(2..).is_some_and(|p| p.starts_with(o.as_str())))).collect();
-            c.samples.push(format!("{id}: {}", lines.join(", ").replace('\t', " ")));
+            let status = |ch: &PathChange| match (&ch.old, &ch.new) {
+                (None, _) => 'A',
+                (_, None) => 'D',
+                _ => 'M',
+            };
+            let listed: Vec<String> = theirs.iter().map(|ch| format!("{} {}", status(ch), ch.path)).collect();
+            c.samples.push(format!("{id}: {}", listed.join(", ")));
         }
     }
     Ok(c)
 }
+
+/// What the commits one box's soft resets took off changed: path → the blobs they left there
+/// (`None`: removed).
+type Taken = HashMap<String, HashSet<Option<String>>>;
 
 /// One box's commits that touch other boxes' files.
 #[derive(Debug, Default)]
@@ -272,16 +288,14 @@ struct Carried {
 }
 
 /// What the commits each box's soft resets took off changed (see [`carrying_others`]), per box.
-fn taken_by_box(host: &Path, away: &HashMap<String, String>, nb: usize) -> Result<Vec<HashMap<String, HashSet<String>>>, LabError> {
+fn taken_by_box(host: &Path, away: &HashMap<String, String>, nb: usize) -> Result<Vec<Taken>, LabError> {
     (0..nb)
         .map(|i| {
             let me = reset_ident(&box_dirs(i, nb).0);
-            let ids: Vec<&String> = away.iter().filter(|(_, who)| **who == me).map(|(id, _)| id).collect();
-            let mut taken: HashMap<String, HashSet<String>> = HashMap::new();
-            for changes in changed_blobs(host, &ids)?.into_values() {
-                for (path, blob) in changes {
-                    taken.entry(path).or_default().insert(blob);
-                }
+            let ids: Vec<String> = away.iter().filter(|(_, who)| **who == me).map(|(id, _)| id.clone()).collect();
+            let mut taken = Taken::new();
+            for ch in changes_of(host, &ids)?.into_iter().flat_map(|(_, changed)| changed) {
+                taken.entry(ch.path).or_default().insert(ch.new);
             }
             Ok(taken)
         })

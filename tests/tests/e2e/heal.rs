@@ -468,9 +468,7 @@ fn a_box_reset_to_a_commit_taken_back_before_its_index_write_heals_back() {
     // that commit is refused, as the host moved HEAD since.
     assert!(!out.status.success(), "the box reset did not try to move HEAD back to {host_commit}: the host's soft reset came too late");
     assert_eq!(env.host_rev(&r, "HEAD"), base, "the box reset undid the host's soft reset");
-    write(&r.b("b.txt"), "box\n");
-    env.boxed(&r, &["add", "b.txt"]);
-    env.boxed(&r, &["commit", "-q", "-m", "box b"]);
+    box_commit(&env, &r, "b.txt");
     assert_eq!(
         changed_by(&env, &r, "HEAD"),
         vec!["A\tb.txt"],
@@ -506,9 +504,7 @@ fn a_box_index_written_from_a_read_after_a_heal_follows_that_heal() {
     // The host takes its commit back (keeping it staged, as `reset --soft HEAD~` does).
     env.host(&r, &["reset", "-q", "--soft", "HEAD~"]);
     assert_eq!(env.host_rev(&r, "HEAD"), base);
-    write(&r.b("b.txt"), "box\n");
-    env.boxed(&r, &["add", "b.txt"]);
-    env.boxed(&r, &["commit", "-q", "-m", "box b"]);
+    box_commit(&env, &r, "b.txt");
     assert_eq!(
         changed_by(&env, &r, "HEAD"),
         vec!["A\tb.txt", "A\ts.txt"],
