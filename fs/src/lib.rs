@@ -40,6 +40,7 @@ mod lower_at;
 mod lower_os;
 pub mod lower_cache;
 pub mod lower_read;
+pub mod lower_recent_read;
 pub mod lower_view;
 pub mod park;
 #[cfg(target_os = "linux")]

@@ -210,33 +210,51 @@ impl Lower {
         Ok(s)
     }
 
-    /// Makes the lower's kernel look `rel` up again, creating nothing.
+    /// Makes the lower's kernel look `rel` up again, creating nothing; says what the server
+    /// answered when the call's error tells it.
     ///
     /// `link("/", rel)` revalidates the new name with LOOKUP_EXCL, which FUSE (and so virtiofs)
-    /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM (a
-    /// directory cannot be linked) when it does not. A stat first makes sure the lower holds an
-    /// entry that the forced revalidation then replaces.
+    /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM
+    /// (a directory cannot be linked) when it does not. A stat first makes sure the lower holds
+    /// an entry that the forced revalidation then replaces: a lookup of an expired entry is an
+    /// ordinary one, which a share that answers stale (the lab's fault model, ADR 0002) may
+    /// answer with the old file; the link's lookup right after it is the forced one.
     /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`).
-    pub fn refresh(&self, rel: &CStr) {
+    pub fn refresh(&self, rel: &CStr) -> Seen {
         if crate::refresh_scope::first_in_request(rel) {
-            self.refresh_again(rel);
+            self.refresh_again(rel)
+        } else {
+            Seen::Unknown
         }
     }
 
     /// `refresh`, made even when this request refreshed `rel` already: for loops that wait for
     /// the share to change.
-    pub fn refresh_again(&self, rel: &CStr) {
+    pub fn refresh_again(&self, rel: &CStr) -> Seen {
         REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let Ok(a) = at(self.root_fd(), rel) else { return };
+        let Ok(a) = at(self.root_fd(), rel) else { return Seen::Unknown };
         let (dir, rel) = (a.fd(), a.name());
         let mut st = empty_stat();
-        // SAFETY: valid fd, C strings, out-pointer. Results are deliberately ignored: only the
-        // side effect on the lower's dentry cache matters.
-        unsafe {
-            libc::fstatat(dir, rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW);
-            libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), dir, rel.as_ptr(), 0);
+        // SAFETY: valid fd, C strings, out-pointer. The stat's result is deliberately ignored:
+        // only its side effect on the lower's dentry cache matters. Only the link's errno
+        // matters: link never succeeds on "/".
+        unsafe { libc::fstatat(dir, rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if unsafe { libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), dir, rel.as_ptr(), 0) } == 0 {
+            return Seen::Unknown;
         }
+        crate::lower_os::seen_by_link(io::Error::last_os_error().raw_os_error().unwrap_or(0))
     }
+}
+
+/// What a forced revalidation learned from the share's server about the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// The server has the name; the lower's entry for it is fresh.
+    Present,
+    /// The server has no such name: a stat right after would only ask it again.
+    Missing,
+    /// Not refreshed now (this request or process did a moment ago), or the answer says neither.
+    Unknown,
 }
 
 /// Forced revalidations made by this process (`refresh_again`), for `user.seamfs.status`: each

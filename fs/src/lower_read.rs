@@ -76,12 +76,25 @@ impl Lower {
     /// `open_regular` with `O_PATH` and a reopen through `/proc/self/fd` (Linux's resolver).
     #[cfg(target_os = "linux")]
     fn open_regular_o_path(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
-        use std::os::fd::FromRawFd;
+        let (path, st) = self.regular_path(rel)?;
+        Ok((self.reopen(&path)?, st))
+    }
+
+    /// `rel` opened `O_PATH` (no driver's `open` runs), and its stat: a regular file only.
+    #[cfg(target_os = "linux")]
+    fn regular_path(&self, rel: &CStr) -> Result<(OwnedFd, libc::stat), ReadError> {
         let path = self.open_at(rel, libc::O_PATH, 0).map_err(ReadError::Io)?;
         let st = fstat(path.as_raw_fd()).map_err(ReadError::Io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(ReadError::NotRegular(st.st_mode));
         }
+        Ok((path, st))
+    }
+
+    /// The same inode as the `O_PATH` fd `path`, opened for reading through `/proc/self/fd`.
+    #[cfg(target_os = "linux")]
+    fn reopen(&self, path: &OwnedFd) -> Result<OwnedFd, ReadError> {
+        use std::os::fd::FromRawFd;
         let flags = self.fresh_flags(libc::O_RDONLY) | libc::O_NONBLOCK | libc::O_CLOEXEC;
         // SAFETY: a valid C string; the fd is owned below.
         let fd = unsafe { libc::open(crate::lower::proc_fd_path(path.as_raw_fd()).as_ptr(), flags) };
@@ -89,7 +102,7 @@ impl Lower {
             return Err(ReadError::Io(io::Error::last_os_error()));
         }
         // SAFETY: a fresh fd from open(2).
-        Ok((unsafe { OwnedFd::from_raw_fd(fd) }, st))
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
 
     /// `open_regular` without `O_PATH` or `/proc` (macOS): `lstat` the name, refuse anything
@@ -114,13 +127,38 @@ impl Lower {
     }
 
     /// Reads the regular file `rel` whole, at most `max` bytes; None when absent.
+    /// A small file read a moment ago whose stamps have not moved is not opened again
+    /// (`crate::lower_recent_read`).
     pub fn read_regular(&self, rel: &CStr, max: u64) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
+        #[cfg(target_os = "linux")]
+        if !crate::lower::PORTABLE && self.stale_pages().is_none() {
+            return self.read_regular_recalled(rel, max);
+        }
         let (fd, st) = match self.open_regular(rel) {
             Ok(x) => x,
             Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
             Err(e) => return Err(e),
         };
         read_bounded(fd, &st, max).map(|b| Some((b, st)))
+    }
+}
+
+impl Lower {
+    /// `read_regular` through the memory of recent reads: the name's stat from its `O_PATH`
+    /// fd, its bytes from memory when the stamps match, else one open and read.
+    #[cfg(target_os = "linux")]
+    fn read_regular_recalled(&self, rel: &CStr, max: u64) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
+        let (path, st) = match self.regular_path(rel) {
+            Ok(x) => x,
+            Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if let Some(bytes) = crate::lower_recent_read::recall(&st).filter(|b| b.len() as u64 <= max) {
+            return Ok(Some((bytes, st)));
+        }
+        let bytes = read_bounded(self.reopen(&path)?, &st, max)?;
+        crate::lower_recent_read::remember(&st, &bytes);
+        Ok(Some((bytes, st)))
     }
 }
 

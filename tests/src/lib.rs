@@ -10,6 +10,7 @@
 //! - [`tmp`]: unique temporary directories under /tmp.
 //! - [`run`]: running a command and reporting it fully when it fails.
 //! - [`git`]: the git CLI in a clean environment.
+//! - [`fuse_trace`]: FUSE requests one mount's server is sent, counted by the kernel.
 //! - [`mount`]: the [`mount::Mount`] guard (seamfs or the share emulator), unmounted on drop.
 //! - [`procfs`]: mounts, daemon pids, open fds and limits, read from /proc.
 //! - [`listing`]: recursive listings, for failure dumps and mode comparisons.
@@ -21,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod bins;
+pub mod fuse_trace;
 pub mod git;
 pub mod listing;
 pub mod mount;

@@ -20,6 +20,7 @@ use crate::judge::procs::Proc;
 use crate::judge::tracker::Start;
 use crate::judge::verdict::{self, judge_file, judge_ops, judge_ref, Target, Verdict, OP_STATE};
 use crate::layer::Layer;
+use crate::lower::Seen;
 use crate::policy::Class;
 
 /// What to record once a judged rename has gone through.
@@ -157,7 +158,8 @@ impl<L: Layer> Core<L> {
     }
 
     /// LOOKUP inside a git dir: note HEAD and refs as first seen; wait out a host-held lock.
-    pub(crate) fn guard_lookup(&self, parent: u64, class: Class, child: &Child<'_>, pid: u32) {
+    /// `seen`: what the lookup's own refresh of the name found.
+    pub(crate) fn guard_lookup(&self, parent: u64, class: Class, child: &Child<'_>, pid: u32, seen: Seen) {
         if !self.layer.guards() || !class.in_git_dir() {
             return;
         }
@@ -173,6 +175,8 @@ impl<L: Layer> Core<L> {
                     self.judge.tracker.note_ref(p, &gitdir, &rel, v);
                 }
             }
+            // No lock on the server a moment ago: nobody's to wait for.
+            Class::Lock if seen == Seen::Missing => {}
             Class::Lock => self.wait_host_lock(&child.path),
             _ => {}
         }

@@ -342,8 +342,13 @@ impl<L: Layer> Core<L> {
         let _ = self.lower.unlink(&ctmp, false);
     }
 
+    /// The sync point as this seamfs last wrote it. Read without a forced refresh: only this
+    /// box's seamfs writes the file, by rename through this lower, which replaces the lower's
+    /// entry itself (the reverse heal's decision reads it verified, as before).
     fn base(&self, gitdir: &Path) -> Option<String> {
-        read_lower(&self.lower, &gitdir.join(self.layer.names().base())).ok().flatten().map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        let c = cpath(&gitdir.join(self.layer.names().base()));
+        let bytes = self.lower.read_regular(&c, 1024).ok().flatten()?.0;
+        Some(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
     /// The box touches its index: if HEAD moved since its sync point (a move by the host or

@@ -34,7 +34,7 @@ use crate::handles::Handles;
 use crate::inode::{Found, InodeTable, ROOT};
 use crate::judge::Judge;
 use crate::layer::{Answer, Layer, LookupView};
-use crate::lower::{fstat, proc_fd_path, same_file, Lower};
+use crate::lower::{fstat, proc_fd_path, same_file, Lower, Seen};
 use crate::policy::{CachePolicy, Class};
 
 pub use data::Opened;
@@ -241,10 +241,8 @@ impl<L: Layer> Core<L> {
             return fstat(fd.as_raw_fd()).map_err(io_err);
         }
         let path = self.inodes.path(id)?;
-        if self.policy(class).refresh {
-            self.refresh_for(pid, &path);
-        }
-        match self.lower.stat(&path).and_then(|st| self.live_size(class, &path, st)) {
+        let seen = if self.policy(class).refresh { self.refresh_for(pid, &path) } else { Seen::Unknown };
+        match self.stat_after(seen, &path).and_then(|st| self.live_size(class, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
             // asked about the name, and the name holds a newer file (see `serves_name`).
@@ -258,11 +256,21 @@ impl<L: Layer> Core<L> {
 
     /// Refreshes live name `path` for process `pid` unless that process refreshed it a moment
     /// ago (ADR 0020); then the rest of this request reads it as that refresh left it.
-    pub(crate) fn refresh_for(&self, pid: u32, path: &CStr) {
+    pub(crate) fn refresh_for(&self, pid: u32, path: &CStr) -> Seen {
         if self.recent_refresh.needs(pid, path) {
-            self.lower.refresh(path);
+            self.lower.refresh(path)
         } else {
             crate::refresh_scope::spare(path);
+            Seen::Unknown
+        }
+    }
+
+    /// `lstat` of a live name just refreshed: a refresh that found it missing answers ENOENT
+    /// without asking the server again.
+    fn stat_after(&self, seen: Seen, path: &CStr) -> std::io::Result<libc::stat> {
+        match seen {
+            Seen::Missing => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
+            _ => self.lower.stat(path),
         }
     }
 
@@ -344,14 +352,12 @@ impl<L: Layer> Core<L> {
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
-        if self.policy(guess).refresh {
-            self.refresh_for(pid, path);
-        }
-        self.guard_lookup(parent, guess, &child, pid);
+        let seen = if self.policy(guess).refresh { self.refresh_for(pid, path) } else { Seen::Unknown };
+        self.guard_lookup(parent, guess, &child, pid, seen);
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
         }
-        let st = match self.lower.stat(path).and_then(|st| self.live_size(guess, path, st)) {
+        let st = match self.stat_after(seen, path).and_then(|st| self.live_size(guess, path, st)) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child, pid)?,
             Err(e) => return Err(io_err(e)),

@@ -112,7 +112,9 @@ impl<'a> GitDirRef<'a> {
 /// Reads a lower file after refreshing its name; None when absent. Size-bounded.
 pub fn read_lower(lower: &Lower, rel: &Path) -> std::io::Result<Option<Vec<u8>>> {
     let c = cpath(rel);
-    lower.refresh(&c);
+    if lower.refresh(&c) == crate::lower::Seen::Missing {
+        return Ok(None);
+    }
     read_lower_c(lower, &c)
 }
 

@@ -31,6 +31,19 @@ pub(crate) fn fresh_flags(flags: i32) -> i32 {
     }
 }
 
+/// What `link("/", name)`'s error says of `name` on the server (`Lower::refresh`): the lookup
+/// comes first, so EEXIST means present; EXDEV (another mount), EPERM (a directory cannot be
+/// linked) and EROFS are only reached past a negative lookup, and ENOENT (the parent was
+/// removed) leaves no name either.
+pub(crate) fn seen_by_link(errno: i32) -> crate::lower::Seen {
+    use crate::lower::Seen;
+    match errno {
+        libc::EEXIST => Seen::Present,
+        libc::EXDEV | libc::EPERM | libc::EROFS | libc::ENOENT => Seen::Missing,
+        _ => Seen::Unknown,
+    }
+}
+
 /// `renameat2` with Linux's flags (RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT).
 pub(crate) fn rename_with_flags(from: RawFd, old: &CStr, to: RawFd, new: &CStr, flags: u32) -> io::Result<()> {
     // SAFETY: valid fds and C strings.

@@ -1,10 +1,12 @@
 //! Round trips to the share that seamfs spares, counted by the daemon itself (the `refreshes`
-//! line of `user.seamfs.status`: forced revalidations of live names, ADR 0020). Counts, not
-//! times: the bound holds on a loaded machine as on an idle one.
+//! line of `user.seamfs.status`: forced revalidations of live names, ADR 0020) or by the kernel
+//! (the requests the fast share's server is sent: `seam_tests::fuse_trace`, ADR 0031). Counts,
+//! not times: the bound holds on a loaded machine as on an idle one.
 
 use std::path::Path;
 use std::time::Instant;
 
+use seam_tests::fuse_trace::FuseRequests;
 use seam_tests::sys;
 use seam_tests::{Git, Mount, TempDir};
 
@@ -86,4 +88,75 @@ fn a_box_lock_makes_the_next_stat_refresh_again() {
         return;
     }
     panic!("no round of four stats and a lock took under 40 ms: the machine is too loaded to tell");
+}
+
+/// A lookup of a live name the share does not have costs its server two LOOKUPs, the refresh's
+/// (ADR 0031): the forced revalidation's own answer says it is missing, so seamfs no longer
+/// stats it after the refresh and again to look for a host-held lock. Git probes such names in
+/// every command (`MERGE_HEAD`, `CHERRY_PICK_HEAD`... and each lock before it creates it); on a
+/// share that keeps no negative entries (virtiofsd, the fast share) each probe cost three or four.
+#[test]
+fn a_missing_live_name_costs_the_share_only_its_refresh() {
+    let backing = TempDir::new("rt-miss-backing");
+    let share = TempDir::new("rt-miss-share");
+    let mnt = TempDir::new("rt-miss-mnt");
+    repo(backing.path());
+    let s = Mount::fast_share(backing.path(), share.path(), &[]);
+    let m = Mount::seamfs(s.path(), mnt.path(), &["--ttl", "1"]);
+    let gitdir = m.join("repo/.git");
+    let names = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE", "HEAD.lock", "config.lock", "packed-refs.lock", "ORIG_HEAD.lock"];
+    sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
+    let trace = FuseRequests::of(s.path(), "missing");
+    for n in names {
+        assert_eq!(sys::lstat(&gitdir.join(n)).map(drop), Err(sys::Errno(libc::ENOENT)), "{n} must read missing");
+    }
+    let (lookups, all) = trace.count("FUSE_LOOKUP");
+    eprintln!("{} missing live names: {lookups} LOOKUPs, {all} requests on the share ({:?})", names.len(), trace.counts());
+    let n = names.len() as u64;
+    assert!(lookups >= n, "{lookups} LOOKUPs for {n} names: each must reach the share's server, or the count is not counting");
+    // Two each: the stat that gives the forced revalidation an entry to replace (ADR 0002's
+    // fault model answers an expired entry's lookup stale), then the link's forced one; the
+    // git dir's own entry may expire (TTL 1 s) and be looked up once more.
+    assert!(lookups <= 2 * n + 2, "{lookups} LOOKUPs on the share for {n} missing names: more than two each");
+    drop(trace);
+    m.unmount();
+    s.unmount();
+}
+
+/// A box command opens on the share what git opens and no more (ADR 0031): seamfs's own reads
+/// of `HEAD`, the branch and `config` (to note where a process starts and what it read) are
+/// answered from what it read a moment ago while the file's identity and stamps are unchanged.
+/// They used to add an OPEN, a FLUSH and a RELEASE each: `rev-parse HEAD` opened 8-9 files on
+/// the share through seamfs against 5 on the share alone.
+#[test]
+fn a_box_command_opens_on_the_share_what_git_opens() {
+    let backing = TempDir::new("rt-open-backing");
+    let share = TempDir::new("rt-open-share");
+    let mnt = TempDir::new("rt-open-mnt");
+    repo(backing.path());
+    let twin = backing.path().join("twin");
+    let git = Git::new();
+    git.run(backing.path(), &["clone", "-q", "repo", "twin"]);
+    let s = Mount::fast_share(backing.path(), share.path(), &[]);
+    let m = Mount::seamfs(s.path(), mnt.path(), &["--ttl", "1"]);
+    let through_seamfs = m.join("repo");
+    let alone = s.path().join("twin");
+    assert!(twin.join(".git/HEAD").exists(), "the twin repository was cloned");
+    const RUNS: u64 = 3;
+    let opens = |dir: &Path, label: &str| {
+        git.run(dir, &["rev-parse", "HEAD"]);
+        let trace = FuseRequests::of(s.path(), label);
+        for _ in 0..RUNS {
+            git.run(dir, &["rev-parse", "HEAD"]);
+        }
+        let (opens, all) = trace.count("FUSE_OPEN");
+        eprintln!("{label}: {RUNS} x rev-parse HEAD: {opens} OPENs, {all} requests on the share ({:?})", trace.counts());
+        opens
+    };
+    let seamfs = opens(&through_seamfs, "seamfs");
+    let raw = opens(&alone, "alone");
+    assert!(raw >= RUNS, "git on the share alone opened {raw} files in {RUNS} runs: the count is not counting");
+    assert!(seamfs <= raw + RUNS, "through seamfs the share saw {seamfs} OPENs where git alone made {raw}: seamfs reopens what it read");
+    m.unmount();
+    s.unmount();
 }
