@@ -119,9 +119,11 @@ impl<'a> GitWriter<'a> {
         Ok(id)
     }
 
-    /// Writes `bytes` to a fresh temporary name in `dir` and renames it onto `dest`.
+    /// Writes `bytes` to a fresh temporary name in `dir` and renames it onto `dest`. The name
+    /// starts `tmp_obj_` as git's own do: one left by a daemon stopped mid-write is what `git
+    /// fsck` passes over and `git prune` removes, not a "bad sha1 file".
     fn publish(&self, dir: &Path, dest: &Path, bytes: &[u8], fsync: bool, mode: u32) -> Result<(), WriteError> {
-        let tmp = dir.join(format!("tmp_seam_{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
+        let tmp = dir.join(format!("tmp_obj_seam_{}_{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)));
         let ctmp = cpath(&tmp);
         let fd = self.lower.open_at(&ctmp, libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, mode).map_err(werr(&tmp, "create"))?;
         let mut f = std::fs::File::from(fd);
