@@ -407,11 +407,33 @@ impl<L: Layer> Core<L> {
         if !self.layer.guards() {
             return;
         }
+        self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &child.path);
         self.judge.locks.released(&child.path);
         if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
                 self.set_own_op(&gitdir, &child.lower.to_string_lossy(), false);
             }
+        }
+    }
+
+    /// A box process is about to unlink a work-tree file: while it holds its index lock, the
+    /// shared `index.lock` is held with it, so a host commit does not scan the work tree between
+    /// this unlink and the re-create that follows (ADR 0032).
+    pub(crate) fn guard_work_tree_unlink(&self, parent: u64, pid: u32) {
+        if !self.layer.guards() || !self.layer.index_split() || pid == 0 {
+            return;
+        }
+        if self.class_of(parent).map_or(true, |c| c.in_git_dir()) {
+            return;
+        }
+        let name = self.layer.names().index_lock().as_bytes();
+        self.judge.index_exclusion.before_work_tree_change(&self.lower, &self.judge.locks, Proc::of(pid), name, self.opts.lock_wait);
+    }
+
+    /// A rename committed or moved a box lock away: the shared index lock taken with it goes.
+    pub(crate) fn guard_lock_moved(&self, old: &Child<'_>) {
+        if self.layer.guards() {
+            self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &old.path);
         }
     }
 

@@ -105,6 +105,7 @@ impl<L: Layer> Core<L> {
         self.open_deferred_at(parent, &c.lower);
         let before = self.ref_before_change(parent, &c.lower);
         self.park_before(parent, name, &c.path, crate::park::Op::Unlink, who_pid);
+        self.guard_work_tree_unlink(parent, who_pid);
         self.listings.forget(parent);
         self.lower.unlink(&c.path, false).map_err(Errno::from)?;
         self.listings.forget(parent);
@@ -160,6 +161,7 @@ impl<L: Layer> Core<L> {
         if let Some(after) = after {
             self.guard_renamed(after);
         }
+        self.guard_lock_moved(&old);
         self.guard_moved_names(parent, &old, newparent, &new, pid);
         // Again after the change: a listing read while it was under way may predate it.
         self.listings.forget(parent);

@@ -78,6 +78,14 @@ impl Locks {
         self.dead_since.remove(path);
     }
 
+    /// The lock named `name` (its last path component) that process `p` holds, if any.
+    pub fn held_by(&self, p: Proc, name: &[u8]) -> Option<CString> {
+        self.held
+            .iter()
+            .find(|e| e.value().owner == p && e.key().to_bytes().rsplit(|&b| b == b'/').next() == Some(name))
+            .map(|e| e.key().clone())
+    }
+
     /// The box record for a lock path, if the box holds it.
     pub fn holder(&self, path: &CString) -> Option<LockRecord> {
         self.held.get(path).map(|r| *r)

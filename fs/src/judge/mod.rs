@@ -4,6 +4,8 @@
 //! - [`procs`]: which box process is which (pid plus start time, so a reused pid is not taken
 //!   for the process that held a lock).
 //! - [`locks`]: who created each lock file; a dead box owner's lock is removed.
+//! - [`index_exclusion`]: the shared `index.lock`, held for a box process while it rewrites the
+//!   work tree, so a host commit never scans a file between its unlink and its re-create.
 //! - [`tracker`]: what each box process saw when it started (HEAD, the branch, refs it touched,
 //!   operation state) and what it last read of `config` and `packed-refs`.
 //! - [`verdict`]: the pure decision for a rename of `<name>.lock` onto `<name>`.
@@ -11,6 +13,8 @@
 //! Only [`verdict`] is shared with seamd (its list of operation-state names); the rest reads
 //! box processes from `/proc` and lives in the mount (feature `fuse`).
 
+#[cfg(feature = "fuse")]
+pub mod index_exclusion;
 #[cfg(feature = "fuse")]
 pub mod locks;
 #[cfg(feature = "fuse")]
@@ -27,6 +31,8 @@ pub struct Judge {
     pub tracker: tracker::Tracker,
     /// Box-held locks.
     pub locks: locks::Locks,
+    /// Shared index locks held for box processes rewriting the work tree.
+    pub index_exclusion: index_exclusion::IndexExclusion,
     /// Reports already made (a refusal is logged once, quietly after that).
     reported: dashmap::DashMap<String, ()>,
 }

@@ -268,6 +268,9 @@ const DIR_ENV: &str = "SEAM_E2E_CHILD_DIR";
 /// - `move REL VALUE`: create `REL.lock` with O_EXCL, write `VALUE\n`, rename it onto REL;
 ///   on failure the lock is unlinked, as git does;
 /// - `lock REL`: create REL with O_CREAT|O_EXCL (and keep it);
+/// - `unlink REL`: remove the file REL;
+/// - `create REL VALUE`: create REL with O_CREAT|O_EXCL and write `VALUE\n`, as git checks a
+///   file out;
 /// - `touch REL`: open REL with O_CREAT but no O_EXCL, report its inode number;
 /// - `hold`: sleep until killed (at most 120 s).
 ///
@@ -430,6 +433,15 @@ fn child_process_entry() {
             "lock" => {
                 let r = sys::open(&dir.join(a), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644);
                 say(format!("lock {a} {}", r.map(|_| "ok".to_string()).unwrap_or_else(|e| e.name())));
+            }
+            "unlink" => {
+                let r = sys::unlink(&dir.join(a));
+                say(format!("unlink {a} {}", r.map(|()| "ok".to_string()).unwrap_or_else(|e| e.name())));
+            }
+            "create" => {
+                let r = sys::open(&dir.join(a), libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644)
+                    .and_then(|fd| sys::write(&fd, format!("{b}\n").as_bytes()));
+                say(format!("create {a} {}", r.map(|_| "ok".to_string()).unwrap_or_else(|e| e.name())));
             }
             "touch" => {
                 // As `touch` and `>>` open: O_CREAT without O_EXCL, so an existing file is opened.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use seam_tests::sys::{self, Errno};
 use seam_tests::TempDir;
 
-use crate::hostbox::{bytes, lines_with, staged, status, write, Env, Repo};
+use crate::hostbox::{bytes, lines_with, staged, status, write, Child, Env, Repo};
 
 const FILES: &[(&str, &str)] = &[("a.txt", "a\n"), ("b.txt", "b\n"), ("dir/c.txt", "c\n")];
 
@@ -653,5 +653,57 @@ fn commit_messages_are_per_side() {
     let listed: Vec<String> = std::fs::read_dir(r.b(".git")).expect("list .git").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(listed.iter().filter(|n| n.starts_with("COMMIT_EDITMSG")).collect::<Vec<_>>(), vec!["COMMIT_EDITMSG"], "the box lists only its own");
     assert_eq!(env.host(&r, &["log", "-2", "--format=%s"]), "box message\nhost message\n");
+    env.finish();
+}
+
+/// Whether HEAD's tree in `dir` has `path`.
+fn head_has(env: &Env, dir: &Path, path: &str) -> bool {
+    !env.git.run(dir, &["ls-tree", "--name-only", "HEAD", "--", path]).trim().is_empty()
+}
+
+/// A box checkout rewrites a file by unlink, then create. On one kernel, and on the raw share,
+/// it holds the one `index.lock` meanwhile, so a host `git commit -a` fails ("File exists")
+/// rather than scan the work tree inside that gap. With the index split the box locks its own
+/// index: seamfs takes the shared `index.lock` with it from the box's first work-tree unlink
+/// (ADR 0032). Without it, the host's commit here records `a.txt` as deleted (lab.md, bug 5).
+#[test]
+fn a_box_rewriting_the_work_tree_holds_the_host_index_lock() {
+    let env = Env::new("split-exclude", &[]);
+    let r = env.host_repo("repo", FILES);
+    write(&r.h("b.txt"), "b\nthe host's change\n");
+    // A scripted box checkout: the index lock, the unlink of a tracked file, a pause, the create.
+    let mut child = Child::spawn(&r.boxed, "lock .git/index.lock\nunlink a.txt\nsignal unlinked\nwait go\ncreate a.txt a\nunlink .git/index.lock\n");
+    child.wait_for("unlinked");
+    assert!(!r.h("a.txt").exists(), "the box's unlink reached the host: the gap is open\n{}", child.output());
+    let during = env.git.try_run(&r.host, &["commit", "-qam", "host commit inside the box's rewrite"]);
+    let deleted = !head_has(&env, &r.host, "a.txt");
+    assert!(!during.status.success(), "a host commit -a ran inside the box's unlink and create (a.txt recorded deleted: {deleted}):\n{during}");
+    assert!(during.stderr.contains("index.lock"), "refused for another reason than the index lock:\n{during}");
+    assert!(!deleted, "HEAD lost a.txt while the box rewrote it");
+    assert!(r.h(".git/index.lock").exists(), "no shared index.lock while a box process rewrites the work tree:\n{}", env.log());
+    child.signal("go");
+    let report = child.finish();
+    assert!(report.contains("create a.txt ok") && report.contains("unlink .git/index.lock ok"), "{report}");
+    assert!(!r.h(".git/index.lock").exists(), "the shared index.lock outlived the box's own lock:\n{}", env.log());
+    env.git.run(&r.host, &["commit", "-qam", "host commit after the box's rewrite"]);
+    assert!(head_has(&env, &r.host, "a.txt"), "the host's commit recorded a.txt as deleted");
+    assert_eq!(env.git.run(&r.host, &["show", "HEAD:b.txt"]), "b\nthe host's change\n");
+    env.finish();
+}
+
+/// A box process killed inside its rewrite leaves no shared `index.lock`: it was recorded as
+/// that process's lock, and the reaper removes it with the box's own.
+#[test]
+fn a_box_killed_while_rewriting_the_work_tree_leaves_no_host_index_lock() {
+    let env = Env::new("split-exclude-kill", &[]);
+    let r = env.host_repo("repo", FILES);
+    let mut child = Child::spawn(&r.boxed, "lock .git/index.lock\nunlink a.txt\nsignal unlinked\nhold\n");
+    child.wait_for("unlinked");
+    assert!(r.h(".git/index.lock").exists(), "no shared index.lock while a box process rewrites the work tree:\n{}", env.log());
+    child.kill9();
+    let gone = crate::hostbox::wait_until(Duration::from_secs(5), || !r.h(".git/index.lock").exists());
+    assert!(gone, "the shared index.lock of a killed box process is still there after 5 s:\n{}", env.log());
+    write(&r.h("b.txt"), "b\nthe host's change\n");
+    env.git.run(&r.host, &["commit", "-qam", "host commit after the kill"]);
     env.finish();
 }

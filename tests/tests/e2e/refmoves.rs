@@ -481,13 +481,19 @@ fn slow_setup(label: &str) -> Slow {
     let scripts = seam_tests::TempDir::new(&format!("{label}-scripts"));
     let marker = scripts.join("ran");
     let script = scripts.join("smudge.sh");
+    // The host commits through an index of its own: the box's checkout holds the shared
+    // `index.lock` while it rewrites the work tree (ADR 0032), as one kernel would, and a host
+    // ref move that needs no shared index (a tool with its own index, `update-ref`) is what can
+    // still land inside it.
+    let host_index = scripts.join("host-index");
     write(
         &script,
         &format!(
             "#!/bin/sh\nif [ ! -e '{marker}' ]; then\n  touch '{marker}'\n  ( unset GIT_DIR GIT_INDEX_FILE GIT_WORK_TREE GIT_PREFIX GIT_CONFIG_PARAMETERS\n    \
-             cd '{host}' && echo host > host.txt && git add host.txt && git commit -q --no-verify -m 'host commit from a filter' ) </dev/null >'{marker}.out' 2>&1\nfi\nexec cat\n",
+             cd '{host}' && export GIT_INDEX_FILE='{index}' && git read-tree HEAD && echo host > host.txt && git add host.txt && git commit -q --no-verify -m 'host commit from a filter' ) </dev/null >'{marker}.out' 2>&1\nfi\nexec cat\n",
             marker = marker.display(),
-            host = r.host.display()
+            host = r.host.display(),
+            index = host_index.display()
         ),
     );
     let smudge = format!("filter.hc.smudge=sh {}", script.display());
