@@ -241,7 +241,7 @@ impl<L: Layer> Core<L> {
             return fstat(fd.as_raw_fd()).map_err(io_err);
         }
         let path = self.inodes.path(id)?;
-        let seen = if self.policy(class).refresh { self.refresh_for(pid, &path) } else { Seen::Unknown };
+        let seen = self.refresh_live(class, pid, &path);
         match self.stat_after(seen, &path).and_then(|st| self.live_size(class, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
@@ -261,6 +261,15 @@ impl<L: Layer> Core<L> {
             self.lower.refresh(path)
         } else {
             crate::refresh_scope::spare(path);
+            Seen::Unknown
+        }
+    }
+
+    /// `refresh_for` when names of `class` are refreshed (live names); else nothing is learned.
+    fn refresh_live(&self, class: Class, pid: u32, path: &CStr) -> Seen {
+        if self.policy(class).refresh {
+            self.refresh_for(pid, path)
+        } else {
             Seen::Unknown
         }
     }
@@ -352,7 +361,7 @@ impl<L: Layer> Core<L> {
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
-        let seen = if self.policy(guess).refresh { self.refresh_for(pid, path) } else { Seen::Unknown };
+        let seen = self.refresh_live(guess, pid, path);
         self.guard_lookup(parent, guess, &child, pid, seen);
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);

@@ -30,11 +30,17 @@ pub struct IndexExclusion {
     held: DashMap<CString, (CString, Proc)>,
 }
 
+/// The directory part of a lower path, without its last `/` ("" for a name at the root).
+fn dir_of(path: &CStr) -> &[u8] {
+    let bytes = path.to_bytes();
+    bytes.iter().rposition(|&b| b == b'/').map_or(&b""[..], |i| &bytes[..i])
+}
+
 /// `index.lock` in the directory of `box_lock`.
 fn shared_lock_beside(box_lock: &CStr) -> CString {
-    let bytes = box_lock.to_bytes();
-    let dir = bytes.iter().rposition(|&b| b == b'/').map_or(&b""[..], |i| &bytes[..=i]);
-    CString::new([dir, SHARED_LOCK].concat()).expect("no NUL in a lower path")
+    let dir = dir_of(box_lock);
+    let sep: &[u8] = if dir.is_empty() { b"" } else { b"/" };
+    CString::new([dir, sep, SHARED_LOCK].concat()).expect("no NUL in a lower path")
 }
 
 impl IndexExclusion {
@@ -89,8 +95,10 @@ impl IndexExclusion {
 
 /// Owned like the git dir, so the host's user can remove it (as any lock git leaves).
 fn give_like_dir(lower: &Lower, box_lock: &CStr, fd: &std::os::fd::OwnedFd) {
-    let bytes = box_lock.to_bytes();
-    let dir = bytes.iter().rposition(|&b| b == b'/').map_or(&b"."[..], |i| &bytes[..i]);
+    let dir = match dir_of(box_lock) {
+        b"" => &b"."[..],
+        d => d,
+    };
     let Ok(dir) = CString::new(dir) else { return };
     if let Ok(st) = lower.stat(&dir) {
         // SAFETY: a valid fd.
