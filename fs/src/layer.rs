@@ -94,6 +94,12 @@ pub trait Layer: Send + Sync + 'static {
     fn read_cache(&self) -> bool {
         false
     }
+
+    /// How long a process's refresh of a live name stands for its next read of it, outside
+    /// lock barriers (`crate::recent_refresh`, ADR 0033).
+    fn refresh_window(&self) -> Duration {
+        crate::recent_refresh::MIN_WINDOW
+    }
 }
 
 /// seamfs's layer: the git path-policy table and the index split.
@@ -136,6 +142,11 @@ impl Layer for GitLayer {
 
     fn index_split(&self) -> bool {
         self.index_split
+    }
+
+    // The share's own cache shows a name this old; the memo shows none older (ADR 0033).
+    fn refresh_window(&self) -> Duration {
+        self.ttls.work_tree
     }
 
     fn names(&self) -> &BoxNames {

@@ -168,16 +168,23 @@ fn log_lines(g: &Guest, log: &str) -> Result<usize, LabError> {
     Ok(log_text(g, log)?.lines().count())
 }
 
-/// FUSE operations whose spans were created after line `from` of the log, by name.
+/// FUSE operations whose spans were created after line `from` of the log, by name, and the
+/// forced revalidations seamfs made of the share (under [`REFRESH_KEY`]).
 fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64>, LabError> {
     let mut out = BTreeMap::new();
     for line in log_text(g, log)?.lines().skip(from) {
         if let Some(op) = span_name(line) {
             *out.entry(op.to_string()).or_insert(0) += 1;
+        } else if line.contains("seamfs::lower: refreshed") {
+            *out.entry(REFRESH_KEY.to_string()).or_insert(0) += 1;
         }
     }
     Ok(out)
 }
+
+/// The count of seamfs's forced revalidations (each a share round trip), kept apart from FUSE
+/// operations: `Lower::refresh_again`'s debug event.
+const REFRESH_KEY: &str = "(share refreshes)";
 
 /// The span name of a `FmtSpan::NEW` line (`… DEBUG lookup{parent=1 name="x"}: seamfs::filesystem: new`).
 fn span_name(line: &str) -> Option<&str> {
@@ -222,14 +229,15 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
     s
 }
 
-/// `total: op n, op n, …` (the eight largest).
+/// `total: op n, op n, …` (the eight largest), then the share refreshes seamfs forced.
 fn by_op(requests: Option<&BTreeMap<String, u64>>) -> String {
     let Some(req) = requests else { return "-".into() };
-    let total: u64 = req.values().sum();
-    let mut ops: Vec<(&String, &u64)> = req.iter().collect();
+    let refreshes = req.get(REFRESH_KEY).copied().unwrap_or(0);
+    let total: u64 = req.iter().filter(|(k, _)| k.as_str() != REFRESH_KEY).map(|(_, n)| n).sum();
+    let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(k, _)| k.as_str() != REFRESH_KEY).collect();
     ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
     let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
-    format!("{total}: {}", by.join(", "))
+    format!("{total}: {}; share refreshes {refreshes}", by.join(", "))
 }
 
 #[cfg(test)]

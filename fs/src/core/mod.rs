@@ -118,7 +118,7 @@ pub struct Core<L: Layer> {
     /// Git dirs named by `.git` files outside the usual places, by lower identity.
     pub(crate) extra_gitdirs: dashmap::DashMap<(u64, u64), ()>,
     /// Live names each process had refreshed on the lower a moment ago.
-    pub(crate) recent_refresh: crate::recent_refresh::RecentRefresh,
+    pub(crate) recent_refresh: Arc<crate::recent_refresh::RecentRefresh>,
     /// Git dirs the box created since the mount, by lower identity: their index is only ever
     /// what the box wrote (`Core::seed_index`).
     pub(crate) box_gitdirs: dashmap::DashMap<(u64, u64), ()>,
@@ -154,6 +154,7 @@ impl<L: Layer> Core<L> {
             Some(cfg) => Some(crate::park::keep::Parker::start(lower.try_clone()?, opts.mountpoint.clone(), cfg, layer.names().index())?),
             None => None,
         };
+        let recent_refresh = Arc::new(crate::recent_refresh::RecentRefresh::new(layer.refresh_window()));
         Ok(Core {
             parker,
             lower,
@@ -166,7 +167,7 @@ impl<L: Layer> Core<L> {
             killpriv_on: AtomicBool::new(false),
             judge,
             extra_gitdirs: Default::default(),
-            recent_refresh: Default::default(),
+            recent_refresh,
             box_gitdirs: Default::default(),
             listings: Default::default(),
             reverse_heals: Default::default(),
@@ -357,7 +358,9 @@ impl<L: Layer> Core<L> {
         let child = self.child(parent, name)?;
         let path = child.path.as_c_str();
         if guess == Class::Index && self.layer.index_split() {
-            self.seed_index(parent)?;
+            // Outside a lock the check reads HEAD, the branch and the box index as this process
+            // last refreshed them (ADR 0033); a lock create's own check refreshes them again.
+            crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.seed_index(parent))?;
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }

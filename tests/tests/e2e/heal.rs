@@ -397,6 +397,30 @@ fn a_host_commit_heals_index_box_on_the_next_touch() {
     env.finish();
 }
 
+/// A box process's lookups of its index read HEAD as that process last refreshed it (ADR 0033),
+/// so a host commit made a moment after one lookup is not healed at the next. The same
+/// process's index lock create must still heal onto it: git takes the lock before it reads the
+/// index it will write, and a stale check there would let a box commit revert the host's.
+#[test]
+fn a_host_commit_inside_a_process_window_is_healed_at_its_index_lock() {
+    let env = Env::new("heal-window", &[]);
+    let r = env.host_repo("repo", FILES);
+    std::fs::read(r.b(".git/index")).expect("the box reads its index (refreshing HEAD for this process)");
+    write(&r.h("m.txt"), "m changed by the host\n");
+    env.host(&r, &["commit", "-q", "-am", "host"]);
+    let head = env.host(&r, &["rev-parse", "HEAD"]).trim().to_string();
+    let lock = r.b(".git/index.lock");
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).expect("the same process takes its index lock");
+    let base = names_with_prefix(&r.h(".git"), "index-box.")
+        .into_iter()
+        .find(|n| n.ends_with(".seam-base"))
+        .map(|n| std::fs::read_to_string(r.h(".git").join(n)).expect("read the sync point"));
+    std::fs::remove_file(&lock).expect("remove the lock");
+    assert_eq!(base.as_deref().map(str::trim), Some(head.as_str()), "the index lock did not heal the box index onto the host's commit:\n{}", env.log());
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box sees the host's commit as its own change:\n{}", env.log());
+    env.finish();
+}
+
 /// The box stages its own change to `m.txt`; the host commits another change to `m.txt` and a new
 /// file. The heal of the box's index onto the host's commit is refused (the staging overlaps), so
 /// a box commit now would be that index's tree on top of the host's commit: it would undo the

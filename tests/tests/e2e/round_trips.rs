@@ -33,7 +33,8 @@ fn repo(backing: &Path) -> std::path::PathBuf {
 
 /// Git stats `config` and `HEAD` right after each lookup; every GETATTR used to force its own
 /// revalidation on the share. One process stating a live name again and again now pays one
-/// refresh per 50 ms window (and one per lookup's window), not one per stat.
+/// refresh per window (the work-tree TTL, ADR 0033; the bound allows one per 50 ms), not one
+/// per stat.
 #[test]
 fn a_process_stating_a_live_name_again_refreshes_it_once_a_moment() {
     let backing = TempDir::new("rt-stat-backing");
@@ -88,6 +89,69 @@ fn a_box_lock_makes_the_next_stat_refresh_again() {
         return;
     }
     panic!("no round of four stats and a lock took under 40 ms: the machine is too loaded to tell");
+}
+
+/// One process's refresh of a live name stands for the share's own TTL, not 50 ms (ADR 0033):
+/// in a guest one git process outlasts 50 ms many times over, and refreshed `HEAD` again at
+/// nearly every look. With `--ttl 0.05` the window is ADR 0020's 50 ms again: the same pause
+/// costs a refresh, which shows the count counts. A new process still refreshes for itself, so
+/// the next box command sees a host commit at once.
+#[test]
+fn a_refresh_stands_for_the_share_ttl_within_one_process() {
+    let backing = TempDir::new("rt-window-backing");
+    let mnt = TempDir::new("rt-window-mnt");
+    let host = repo(backing.path());
+    let pause = std::time::Duration::from_millis(200);
+    for (ttl, spared) in [("1", true), ("0.05", false)] {
+        let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", ttl]);
+        let head = m.join("repo/.git/HEAD");
+        let before = refreshes(&m);
+        std::fs::read(&head).expect("read HEAD");
+        let first = refreshes(&m);
+        std::thread::sleep(pause);
+        let t = Instant::now();
+        std::fs::read(&head).expect("read HEAD again");
+        let again = refreshes(&m) - first;
+        eprintln!("ttl {ttl}: first read {} refreshes, again after {pause:?} {again}", first - before);
+        assert!(first > before, "ttl {ttl}: the first read must refresh HEAD: the count is not counting");
+        if spared {
+            assert!(t.elapsed() < std::time::Duration::from_millis(700), "the machine stalled: cannot tell");
+            assert_eq!(again, 0, "ttl 1: a read 200 ms after the process's refresh refreshed again (the 50 ms window)");
+            // The host commits; the next box command (a new process) must see it at once.
+            std::fs::write(host.join("a.txt"), "host\n").expect("host edit");
+            Git::new().run(&host, &["commit", "-q", "-am", "host"]);
+            let want = Git::new().run(&host, &["rev-parse", "HEAD"]);
+            let seen = Git::new().run(&m.join("repo"), &["rev-parse", "HEAD"]);
+            assert_eq!(seen.trim(), want.trim(), "a new box process read HEAD older than the host's commit");
+        } else {
+            assert!(again > 0, "ttl 0.05: a read 200 ms later must refresh again");
+        }
+        m.unmount();
+    }
+}
+
+/// Every lookup of `index` checks whether the host moved HEAD (the reverse heal), reading the
+/// box index, HEAD and the branch, each refreshed: three round trips per look, and git looks
+/// the index up several times per command. Outside a lock the check now reads them as the
+/// process last refreshed them (ADR 0033); a lock create refreshes them (`heal` tests).
+#[test]
+fn a_process_looking_its_index_up_again_refreshes_nothing() {
+    let backing = TempDir::new("rt-index-backing");
+    let mnt = TempDir::new("rt-index-mnt");
+    repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let index = m.join("repo/.git/index");
+    let r0 = refreshes(&m);
+    let t = Instant::now();
+    std::fs::read(&index).expect("read the index (seeds the box index)");
+    let r1 = refreshes(&m);
+    std::fs::read(&index).expect("read the index again");
+    let r2 = refreshes(&m);
+    eprintln!("index looked up: {} refreshes, again: {}", r1 - r0, r2 - r1);
+    assert!(r1 > r0, "the first look must have refreshed: the count is not counting");
+    assert!(t.elapsed() < std::time::Duration::from_millis(700), "the machine stalled past the window: cannot tell");
+    assert_eq!(r2, r1, "a process's second look at its index refreshed HEAD, the branch or the box index again");
+    m.unmount();
 }
 
 /// A lookup of a live name the share does not have costs its server two LOOKUPs, the refresh's
