@@ -45,6 +45,7 @@ pub mod lower_view;
 pub mod park;
 #[cfg(target_os = "linux")]
 pub mod mountinfo;
+pub mod recent_refresh;
 pub mod refresh_scope;
 pub mod report;
 
@@ -59,7 +60,7 @@ macro_rules! overlay_modules {
 // The overlay (feature `fuse`, Linux): fuser's glue, the core, the mount and the daemon.
 overlay_modules!(
     attr, config, core, daemon, doctor, filesystem, handles, inode, layer, lower_path, mount, options, policy,
-    recent_refresh, signals, status, users,
+    signals, status, users,
 );
 
 /// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
