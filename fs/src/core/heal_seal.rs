@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 use super::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_owned, trim_heap, HealOptions, HealOutcome, Hint, HintData};
+use crate::heal::{blob_id, heal_owned, trim_heap, HealOptions, HealOutcome, Hint, HintData, TRIM_FROM_INDEX_BYTES};
 use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
@@ -32,6 +32,8 @@ pub(crate) struct PendingHeal {
     gitdir: PathBuf,
     lock: CString,
     new_commit: String,
+    /// The healed index's size: whether its memory is worth giving back (`trim_heap_after`).
+    index_len: usize,
 }
 
 
@@ -201,13 +203,13 @@ impl<L: Layer> Core<L> {
         self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
             let mut f = std::fs::File::from(fd);
-            f.write_all(&b).and_then(|()| f.sync_all())
+            f.write_all(&b).and_then(|()| f.sync_all()).map(|()| b.len())
         });
         match written {
-            Some(Ok(())) => {
+            Some(Ok(index_len)) => {
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
                 debug!(gitdir = %gitdir.display(), ms, "healed shared index written under index.lock");
-                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string() })
+                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string(), index_len })
             }
             other => {
                 if let Some(Err(e)) = other {
@@ -300,7 +302,10 @@ impl<L: Layer> Core<L> {
 
     /// After the ref rename: install the healed shared indexes; the box's index follows its move.
     pub(crate) fn finish_heals(&self, pending: Vec<PendingHeal>, renamed: bool) {
-        trim_heap();
+        // Every judged rename comes here; only one that healed has a heal's memory to give back.
+        if pending.iter().any(|p| p.index_len >= TRIM_FROM_INDEX_BYTES) {
+            trim_heap();
+        }
         for p in pending {
             if renamed {
                 let index = cpath(&p.gitdir.join(SHARED_INDEX));
@@ -360,7 +365,7 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// The reverse heal; true when it copied an index (memory to give back).
+    /// The reverse heal; true when it copied an index large enough to give its memory back.
     fn reverse_heal_copies(&self, gitdir: &Path) -> bool {
         let Some(head) = self.head_commit(gitdir) else { return false };
         let Some(base) = self.base(gitdir) else {
@@ -385,6 +390,7 @@ impl<L: Layer> Core<L> {
         }
         let index = gitdir.join(names.index());
         let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return false };
+        let big = bytes.len() >= TRIM_FROM_INDEX_BYTES;
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         // The mover's index usually holds the tree it moved HEAD to: the host's shared index
         // (a box's sealed heal writes it too), else the other box that committed.
@@ -398,7 +404,7 @@ impl<L: Layer> Core<L> {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
                 let lock = cpath(&gitdir.join(names.index_lock()));
                 // A box git holding its own index lock is mid-write: heal on the next touch.
-                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return true };
+                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return big };
                 self.same_owner_and_mode(&fd, &index);
                 let mut f = std::fs::File::from(fd);
                 if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
@@ -419,7 +425,7 @@ impl<L: Layer> Core<L> {
             }
             Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "box index not healed after a move by the host or another box"),
         }
-        true
+        big
     }
 
     /// Other boxes' indexes in `gitdir` (lower-relative), most recently written first, at

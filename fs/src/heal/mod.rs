@@ -137,8 +137,9 @@ fn heal_here(objects_dir: &Path, index: Cow<'_, [u8]>, old_commit: &str, new_com
     }
     crate::index::validate::check(&index).map_err(|e| HealError::Index { cause: e.to_string() })?;
     let state = decode(&index, kind)?;
+    let index_len = index.len();
     drop(index);
-    trim_heap();
+    trim_heap_after(index_len);
     let mut objects = Objects::open(objects_dir, kind)?;
     let old_tree = match old_id {
         Some(id) => objects.commit_tree(&id)?,
@@ -171,7 +172,7 @@ fn heal_here(objects_dir: &Path, index: Cow<'_, [u8]>, old_commit: &str, new_com
             // The trees are done with: free them before the healed copy is encoded.
             drop(moved_paths);
             drop(objects);
-            trim_heap();
+            trim_heap_after(index_len);
             let mut state = state;
             if let Err(r) = build::apply(&mut state, &stale, opts.index_mtime) {
                 return Ok(HealOutcome::Refused(r));
@@ -233,6 +234,20 @@ pub fn commit_parents(objects_dir: &Path, commit: &str) -> Option<Vec<String>> {
         let c = odb.find_commit(&id, &mut buf).ok()?;
         Some(c.parents().map(|p| p.to_string()).collect())
     })
+}
+
+/// Index size from which a heal returns freed memory between its stages ([`trim_heap`]). Below
+/// it the stages are small, and a trim costs more than it gives back: `malloc_trim` walks every
+/// arena and gives each free page range back by `madvise` (about 16 calls per git command when it
+/// ran after every ref move), and the pages fault back in at the next allocation.
+pub const TRIM_FROM_INDEX_BYTES: usize = 1 << 20;
+
+/// [`trim_heap`] when a heal handled an index of `index_len` bytes at least
+/// [`TRIM_FROM_INDEX_BYTES`] (the 100,000-file heal within 32 MiB, issue #16).
+pub fn trim_heap_after(index_len: usize) {
+    if index_len >= TRIM_FROM_INDEX_BYTES {
+        trim_heap();
+    }
 }
 
 /// Returns freed memory to the system between the heal's stages: glibc keeps freed chunks of
