@@ -46,11 +46,29 @@ impl Ctx {
         self.git.run(repo, &["commit", "-q", "-m", msg]);
     }
 
-    /// fsck clean through the mount and on the backing dir.
+    /// fsck clean through the mount and on the backing dir, once no park is pending.
     #[track_caller]
     fn fsck(&self, repo: &Path) {
+        self.park_settled();
         self.git.fsck(repo);
         self.git.fsck(&self.backing_of(repo));
+    }
+
+    /// Waits (at most 10 s) until seamfs has no park burst pending. A park commit lands on
+    /// `refs/seam/parked` a few seconds after a box process destroyed uncommitted bytes (ADR
+    /// 0029; `submodule add` renames over a new `.gitmodules`). An fsck running across it lists
+    /// the objects before the commit and reads the ref after it: "missing commit", no error.
+    #[track_caller]
+    fn park_settled(&self) {
+        let pending = || {
+            let v = seam_tests::sys::getxattr(&self.mnt, "user.seamfs.status", 4096, false).expect("read user.seamfs.status");
+            String::from_utf8_lossy(&v).lines().find_map(|l| l.strip_prefix("park_pending=")).map(|n| n.trim() != "0")
+        };
+        let t0 = std::time::Instant::now();
+        while pending() == Some(true) {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "a park stayed pending for 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     fn head(&self, repo: &Path) -> String {
