@@ -233,8 +233,8 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
 fn by_op(requests: Option<&BTreeMap<String, u64>>) -> String {
     let Some(req) = requests else { return "-".into() };
     let refreshes = req.get(REFRESH_KEY).copied().unwrap_or(0);
-    let total: u64 = req.iter().filter(|(k, _)| k.as_str() != REFRESH_KEY).map(|(_, n)| n).sum();
     let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(k, _)| k.as_str() != REFRESH_KEY).collect();
+    let total: u64 = ops.iter().map(|(_, n)| **n).sum();
     ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
     let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
     format!("{total}: {}; share refreshes {refreshes}", by.join(", "))

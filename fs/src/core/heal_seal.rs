@@ -16,7 +16,7 @@ use tracing::{debug, info, warn};
 use super::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_owned, trim_heap, HealOptions, HealOutcome, Hint, HintData, TRIM_FROM_INDEX_BYTES};
+use crate::heal::{blob_id, heal_owned, trim_heap_after, HealOptions, HealOutcome, Hint, HintData};
 use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
@@ -303,9 +303,7 @@ impl<L: Layer> Core<L> {
     /// After the ref rename: install the healed shared indexes; the box's index follows its move.
     pub(crate) fn finish_heals(&self, pending: Vec<PendingHeal>, renamed: bool) {
         // Every judged rename comes here; only one that healed has a heal's memory to give back.
-        if pending.iter().any(|p| p.index_len >= TRIM_FROM_INDEX_BYTES) {
-            trim_heap();
-        }
+        trim_heap_after(pending.iter().map(|p| p.index_len).max().unwrap_or(0));
         for p in pending {
             if renamed {
                 let index = cpath(&p.gitdir.join(SHARED_INDEX));
@@ -360,20 +358,19 @@ impl<L: Layer> Core<L> {
     /// another box: this box's moves advance the sync point), heal `index-box.<id>` onto it.
     pub(crate) fn reverse_heal(&self, gitdir: &Path) {
         let _one_at_a_time = self.reverse_heals.lock();
-        if self.reverse_heal_copies(gitdir) {
-            trim_heap();
-        }
+        trim_heap_after(self.reverse_heal_copies(gitdir));
     }
 
-    /// The reverse heal; true when it copied an index large enough to give its memory back.
-    fn reverse_heal_copies(&self, gitdir: &Path) -> bool {
-        let Some(head) = self.head_commit(gitdir) else { return false };
+    /// The reverse heal; the size of the index it copied (0: none), whose memory may be worth
+    /// giving back.
+    fn reverse_heal_copies(&self, gitdir: &Path) -> usize {
+        let Some(head) = self.head_commit(gitdir) else { return 0 };
         let Some(base) = self.base(gitdir) else {
             self.set_base(gitdir, &head);
-            return false;
+            return 0;
         };
         if base == head {
-            return false;
+            return 0;
         }
         // A heal rewrites the box's staging: what it acts on is read again, checked against
         // the share's listings, so a stale HEAD, branch or box index never drives it (a branch
@@ -382,15 +379,15 @@ impl<L: Layer> Core<L> {
         let verified = GitDirRef::open(&self.lower, gitdir.to_path_buf()).verified();
         let (Ok(HeadOid::At(head)), Ok(Some(base))) = (verified.head_oid(), read_lower_verified(&self.lower, &gitdir.join(names.base())))
         else {
-            return false;
+            return 0;
         };
         let base = String::from_utf8_lossy(&base).trim().to_string();
         if base == head {
-            return false;
+            return 0;
         }
         let index = gitdir.join(names.index());
-        let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return false };
-        let big = bytes.len() >= TRIM_FROM_INDEX_BYTES;
+        let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return 0 };
+        let copied = bytes.len();
         let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
         // The mover's index usually holds the tree it moved HEAD to: the host's shared index
         // (a box's sealed heal writes it too), else the other box that committed.
@@ -404,7 +401,7 @@ impl<L: Layer> Core<L> {
             Ok(HealOutcome::Healed { bytes: healed, .. }) => {
                 let lock = cpath(&gitdir.join(names.index_lock()));
                 // A box git holding its own index lock is mid-write: heal on the next touch.
-                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return big };
+                let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return copied };
                 self.same_owner_and_mode(&fd, &index);
                 let mut f = std::fs::File::from(fd);
                 if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
@@ -425,7 +422,7 @@ impl<L: Layer> Core<L> {
             }
             Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "box index not healed after a move by the host or another box"),
         }
-        big
+        copied
     }
 
     /// Other boxes' indexes in `gitdir` (lower-relative), most recently written first, at
