@@ -61,6 +61,14 @@ struct VmCountsArgs {
     /// Time only: seamfs runs without its debug log (which inflates its CPU); no request counts.
     #[arg(long)]
     timing_only: bool,
+    /// Also count seamfs's own syscalls per command (`strace -c` from the host, attached in the
+    /// guest during the last round; it slows seamfs, so that round's times are not figures).
+    #[arg(long)]
+    syscalls: bool,
+    /// Also profile seamfs per command in the last round (`perf record` from the host,
+    /// attached in the guest); the hottest symbols follow the table.
+    #[arg(long)]
+    perf: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -144,7 +152,7 @@ pub fn main(a: VmArgs) -> i32 {
             printed("vm feed", seam_lab::vm::feed::run(&opts))
         }
         VmCmd::Counts(c) => {
-            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only };
+            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only, syscalls: c.syscalls, perf: c.perf };
             counts(c.share, &opts, &cache)
         }
     }

@@ -37,6 +37,10 @@ pub enum LayerKind {
     Fast,
     /// seamfs over a fast-share mount.
     SeamfsFast,
+    /// Another seamfs binary over a fast-share mount (`seam-lab small --baseline`): an A/B of two
+    /// builds in one run, under the same noise.
+    #[value(skip)]
+    SeamfsFastBaseline,
 }
 
 impl LayerKind {
@@ -63,6 +67,7 @@ impl LayerKind {
             LayerKind::FuseOverlayfs => "fuse-overlayfs",
             LayerKind::Fast => "fast",
             LayerKind::SeamfsFast => "seamfs-fast",
+            LayerKind::SeamfsFastBaseline => "seamfs-fast-baseline",
         }
     }
 
@@ -91,6 +96,12 @@ pub struct Layer {
 
 /// Sets up `kind` under `base` (a fresh dir): copies `repo`, links the big file in, mounts.
 pub fn setup(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64) -> Result<Layer, LabError> {
+    setup_with(kind, base, repo, big, ttl, None)
+}
+
+/// `setup`, with the seamfs binary to mount given (`seamfs-fast-baseline` needs one; the other
+/// seamfs layers default to the lab's own).
+pub fn setup_with(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64, bin: Option<&Path>) -> Result<Layer, LabError> {
     let backing = base.join("backing");
     // fuse-overlayfs needs its lower, upper and work dirs side by side on one share mount.
     let copy = if kind == LayerKind::FuseOverlayfs { backing.join("lower") } else { backing.clone() };
@@ -103,7 +114,7 @@ pub fn setup(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64) ->
         return Ok(Layer { kind, dir: copy, daemon: None, note: "the backing dir itself, on the native disk".into() });
     }
     let share = mkdir(base, "share")?;
-    let fast = matches!(kind, LayerKind::Fast | LayerKind::SeamfsFast);
+    let fast = matches!(kind, LayerKind::Fast | LayerKind::SeamfsFast | LayerKind::SeamfsFastBaseline);
     if fast {
         mount_fast_share(&backing, &share, ttl, None)?;
     } else {
@@ -125,7 +136,11 @@ pub fn setup(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64) ->
     let top = mkdir(base, "top")?;
     let t = ttl.to_string();
     match kind {
-        LayerKind::Seamfs | LayerKind::SeamfsNosplit | LayerKind::SeamfsFast => seamfs(kind, base, &share, &top, &t),
+        LayerKind::Seamfs | LayerKind::SeamfsNosplit | LayerKind::SeamfsFast => seamfs(kind, base, &share, &top, &t, bin),
+        LayerKind::SeamfsFastBaseline => match bin {
+            Some(b) => seamfs(kind, base, &share, &top, &t, Some(b)),
+            None => Err(LabError::new("set up the baseline layer", base, "it needs a seamfs binary (seam-lab small --baseline PATH)")),
+        },
         LayerKind::Bindfs => bindfs(&share, &top, &t),
         LayerKind::FuseOverlayfs => overlay(base, &share, &top, &t),
         LayerKind::Native | LayerKind::Share | LayerKind::Fast => unreachable!("returned above"),
@@ -133,18 +148,23 @@ pub fn setup(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f64) ->
 }
 
 /// seamfs over the share mount; its log path is unique to this layer, which finds its pid.
-fn seamfs(kind: LayerKind, base: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabError> {
+fn seamfs(kind: LayerKind, base: &Path, share: &Path, top: &Path, t: &str, bin: Option<&Path>) -> Result<Layer, LabError> {
     let log = base.join("seamfs.log");
-    let mut cmd = Command::new(seamfs_bin()?);
+    let program = match bin {
+        Some(b) => b.to_path_buf(),
+        None => seamfs_bin()?,
+    };
+    let mut cmd = Command::new(&program);
     cmd.arg("mount").arg(share).arg(top).args(["--ttl", t]).arg("--log").arg(&log);
     if kind == LayerKind::SeamfsNosplit {
         cmd.arg("--no-index-split");
     }
     crate::lab::mounts::run_mount(cmd, "mount seamfs", top)?;
     let split = if kind == LayerKind::SeamfsNosplit { "--no-index-split" } else { "index split on" };
-    let under = if kind == LayerKind::SeamfsFast { "fast-share" } else { "share" };
-    let note = format!("seamfs --ttl {t} ({split}, default threads) over its own {under} mount");
-    Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid("seamfs", &log), note })
+    let under = if matches!(kind, LayerKind::SeamfsFast | LayerKind::SeamfsFastBaseline) { "fast-share" } else { "share" };
+    let note = format!("{} --ttl {t} ({split}, default threads) over its own {under} mount", program.display());
+    let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid(&name, &log), note })
 }
 
 /// bindfs over the share mount, with the same kernel cache lifetimes as the share.

@@ -30,6 +30,10 @@ pub struct SmallArgs {
     /// Print JSON instead of the markdown table.
     #[arg(long)]
     pub json: bool,
+    /// Another seamfs binary, measured as one more layer (`seamfs-fast-baseline`, over its own
+    /// fast share) in the same run: an A/B of two builds under the same noise.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
 }
 
 /// The script, in order; each entry is a command name and its git arguments (`{wt}` is the
@@ -74,57 +78,63 @@ fn run(args: &SmallArgs) -> Result<(), LabError> {
     let repo = super::gen::repo(100, 1)?;
     let big = super::gen::big_file(1)?;
     let root = temp_dir("seam-small")?;
+    let mut kinds = args.layers.clone();
+    if args.baseline.is_some() {
+        kinds.push(LayerKind::SeamfsFastBaseline);
+    }
     let mut up: Vec<Layer> = Vec::new();
-    for &kind in &args.layers {
+    for &kind in &kinds {
         let dir = root.join(kind.name());
         std::fs::create_dir(&dir).map_err(|e| LabError::new("create dir", &dir, e))?;
-        up.push(layers::setup(kind, &dir, &repo.dir, &big, args.ttl)?);
+        let bin = if kind == LayerKind::SeamfsFastBaseline { args.baseline.as_deref() } else { None };
+        up.push(layers::setup_with(kind, &dir, &repo.dir, &big, args.ttl, bin)?);
     }
     // samples[(layer, command)] = one total per run (over all repos).
     let mut samples: BTreeMap<(LayerKind, &str), Vec<Duration>> = BTreeMap::new();
     for run in 0..args.runs {
-        for i in 0..up.len() {
-            let l = &up[(i + run) % up.len()];
-            if is_stopping() {
-                return Err(LabError::new("run the script", &root, "interrupted"));
-            }
-            eprintln!("[small] run {}/{} {}", run + 1, args.runs, l.kind.name());
-            let totals = script_on(&l.dir.join(format!("small-{run}")), args.repos)?;
-            for (cmd, d) in totals {
-                samples.entry((l.kind, cmd)).or_default().push(d);
+        eprintln!("[small] run {}/{}", run + 1, args.runs);
+        let mut totals: BTreeMap<(LayerKind, &'static str), Duration> = BTreeMap::new();
+        // Each repository's script runs on every layer in turn, the order turning with the
+        // repository, so a machine whose speed drifts within a run weighs on each layer alike.
+        for r in 0..args.repos {
+            for i in 0..up.len() {
+                let l = &up[(i + r + run) % up.len()];
+                if is_stopping() {
+                    return Err(LabError::new("run the script", &root, "interrupted"));
+                }
+                for (cmd, d) in script_in(&l.dir.join(format!("small-{run}")), r)? {
+                    *totals.entry((l.kind, cmd)).or_default() += d;
+                }
             }
         }
+        for (key, d) in totals {
+            samples.entry(key).or_default().push(d);
+        }
     }
-    let table = Table::from(&args.layers, samples);
+    let table = Table::from(&kinds, samples);
     print!("{}", if args.json { table.json() } else { table.markdown(args) });
     Ok(())
 }
 
-/// The script in `repos` fresh repositories under `base`: each command's total time.
-fn script_on(base: &Path, repos: usize) -> Result<BTreeMap<&'static str, Duration>, LabError> {
-    std::fs::create_dir(base).map_err(|e| LabError::new("create dir", base, e))?;
-    let mut totals: BTreeMap<&'static str, Duration> = BTreeMap::new();
-    for r in 0..repos {
-        let dir = base.join(format!("r{r}"));
-        std::fs::create_dir(&dir).map_err(|e| LabError::new("create dir", &dir, e))?;
-        let wt = base.join(format!("w{r}"));
-        for &(name, argv) in SCRIPT {
-            prepare(name, &dir, r)?;
-            let argv: Vec<String> =
-                argv.iter().map(|a| a.replace("{wt}", &wt.to_string_lossy())).collect();
-            let t = Instant::now();
-            let out = git_cmd(&dir)
-                .args(&argv)
-                .output()
-                .map_err(|e| LabError::new(format!("run git {name}"), &dir, e))?;
-            *totals.entry(name).or_default() += t.elapsed();
-            if !out.status.success() {
-                let err = String::from_utf8_lossy(&out.stderr);
-                return Err(LabError::new(format!("git {}", argv.join(" ")), &dir, format!("{}: {}", out.status, err.trim())));
-            }
+/// The script in fresh repository number `r` under `base`: each command's time.
+fn script_in(base: &Path, r: usize) -> Result<Vec<(&'static str, Duration)>, LabError> {
+    std::fs::create_dir_all(base).map_err(|e| LabError::new("create dir", base, e))?;
+    let dir = base.join(format!("r{r}"));
+    std::fs::create_dir(&dir).map_err(|e| LabError::new("create dir", &dir, e))?;
+    let wt = base.join(format!("w{r}"));
+    let mut times = Vec::with_capacity(SCRIPT.len());
+    for &(name, argv) in SCRIPT {
+        prepare(name, &dir, r)?;
+        let argv: Vec<String> = argv.iter().map(|a| a.replace("{wt}", &wt.to_string_lossy())).collect();
+        let t = Instant::now();
+        let out = git_cmd(&dir).args(&argv).output().map_err(|e| LabError::new(format!("run git {name}"), &dir, e))?;
+        times.push((name, t.elapsed()));
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(LabError::new(format!("git {}", argv.join(" ")), &dir, format!("{}: {}", out.status, err.trim())));
         }
     }
-    Ok(totals)
+    Ok(times)
 }
 
 /// The file edits a step needs before it runs (not timed).

@@ -40,6 +40,12 @@ pub struct CountsOptions {
     pub baseline: Option<std::path::PathBuf>,
     /// Time only: no debug log, so seamfs's CPU is not inflated by it (no request counts).
     pub timing_only: bool,
+    /// Count seamfs's own syscalls per command (`strace -c` attached in the guest; it slows
+    /// seamfs, so times of such a run are not figures).
+    pub syscalls: bool,
+    /// Profile seamfs in the last round (`perf record` attached in the guest, per command); the
+    /// report of the hottest symbols follows the table.
+    pub perf: bool,
 }
 
 /// One box in the guest the commands run in.
@@ -74,6 +80,10 @@ pub struct Counted {
     pub requests: BTreeMap<&'static str, BTreeMap<String, u64>>,
     /// seamfs CPU by target, ms (samples).
     pub cpu_ms: BTreeMap<&'static str, Vec<f64>>,
+    /// seamfs's syscalls by target and name (last round, `--syscalls`).
+    pub syscalls: BTreeMap<&'static str, BTreeMap<String, u64>>,
+    /// seamfs's hottest symbols by target (last round, `--perf`): `perf report`'s lines.
+    pub profile: BTreeMap<&'static str, String>,
 }
 
 /// Boots a guest over `mode`, counts, and returns the table as markdown.
@@ -90,7 +100,14 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     }
     let initrd = root.join("initramfs.cpio");
     let extra: Vec<(&str, &Path)> = opts.baseline.iter().map(|b| ("seamfs-baseline", b.as_path())).collect();
-    initramfs::build_with(&cache.kernel()?, &static_dir()?, &extra, &initrd)?;
+    let mut tools: Vec<&Path> = Vec::new();
+    if opts.syscalls {
+        tools.push(Path::new(STRACE));
+    }
+    if opts.perf {
+        tools.push(Path::new(PERF));
+    }
+    initramfs::build_with_tools(&cache.kernel()?, &static_dir()?, &extra, &tools, &initrd)?;
     let g = Guest::boot(cache, &BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus })?;
     let env = if opts.timing_only { "" } else { "SEAMFS_LOG=debug " };
     for t in &targets {
@@ -118,7 +135,20 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                     _ => None,
                 };
                 let cpu_before = if t.log.is_some() { seamfs_cpu_ns(&g, t.prog())? } else { 0 };
+                let last = t.log.is_some() && round + 1 == opts.repeat;
+                if last && opts.syscalls {
+                    strace_attach(&g, t.prog())?;
+                }
+                if last && opts.perf {
+                    perf_attach(&g, t.prog())?;
+                }
                 let ms = guest_git_ms(&g, Path::new(t.dir), args)?;
+                if last && opts.perf {
+                    rows[i].profile.insert(t.name, perf_detach(&g)?);
+                }
+                if last && opts.syscalls {
+                    rows[i].syscalls.insert(t.name, strace_detach(&g)?);
+                }
                 let r = &mut rows[i];
                 r.ms.entry(t.name).or_default().push(ms);
                 if t.log.is_some() {
@@ -157,6 +187,83 @@ fn seamfs_cpu_ns(g: &Guest, prog: &str) -> Result<i64, LabError> {
     let text = String::from_utf8_lossy(&r.stdout);
     let ticks: f64 = text.trim().parse().map_err(|_| LabError::new("read seamfs's CPU time in the guest", Path::new("/proc"), format!("{text:?}")))?;
     Ok((ticks * 10_000_000.0) as i64)
+}
+
+/// Where strace is on the host and in the guest (`--syscalls`).
+const STRACE: &str = "/usr/bin/strace";
+/// strace's summary file and pid file in the guest.
+const STRACE_OUT: &str = "/tmp/seamfs-strace.txt";
+const STRACE_PID: &str = "/tmp/seamfs-strace.pid";
+
+/// Attaches `strace -c -f` to every thread of the daemon named `prog`, in the background, and
+/// waits until it has attached (its summary counts only what follows).
+fn strace_attach(g: &Guest, prog: &str) -> Result<(), LabError> {
+    let r = g.sh(&format!(
+        "pid=$(for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && echo ${{p#/proc/}}; done | head -n1); \
+         [ -n \"$pid\" ] || exit 3; rm -f {STRACE_OUT}; \
+         setsid {STRACE} -c -f -o {STRACE_OUT} -p $pid </dev/null >/dev/null 2>&1 & echo $! > {STRACE_PID}; \
+         n=0; while [ $n -lt 200 ] && grep -qs 'TracerPid:[[:space:]]*0$' /proc/$pid/task/*/status; do sleep 0.05; n=$((n+1)); done; sleep 0.2"
+    ))?;
+    if r.code != 0 {
+        return Err(LabError::new("attach strace in the guest", Path::new(STRACE), String::from_utf8_lossy(&r.stderr)));
+    }
+    Ok(())
+}
+
+/// Stops the strace started by [`strace_attach`] and reads its summary: calls by syscall.
+fn strace_detach(g: &Guest) -> Result<BTreeMap<String, u64>, LabError> {
+    let r = g.sh(&format!(
+        "kill -INT $(cat {STRACE_PID}); n=0; while [ $n -lt 200 ] && kill -0 $(cat {STRACE_PID}) 2>/dev/null; do sleep 0.05; n=$((n+1)); done; cat {STRACE_OUT}"
+    ))?;
+    let text = String::from_utf8_lossy(&r.stdout);
+    let calls = strace_summary(&text);
+    if calls.is_empty() {
+        return Err(LabError::new("read strace's summary in the guest", Path::new(STRACE_OUT), format!("{text:?}")));
+    }
+    Ok(calls)
+}
+
+/// Where perf is on the host and in the guest (`--perf`), and its files there.
+const PERF: &str = "/usr/bin/perf";
+const PERF_DATA: &str = "/tmp/seamfs-perf.data";
+const PERF_PID: &str = "/tmp/seamfs-perf.pid";
+
+/// Starts `perf record` (cpu-clock, call graphs) on every thread of the daemon named `prog`.
+fn perf_attach(g: &Guest, prog: &str) -> Result<(), LabError> {
+    let r = g.sh(&format!(
+        "echo 0 > /proc/sys/kernel/kptr_restrict; echo -1 > /proc/sys/kernel/perf_event_paranoid; \
+         pid=$(for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && echo ${{p#/proc/}}; done | head -n1); \
+         [ -n \"$pid\" ] || exit 3; rm -f {PERF_DATA}; \
+         setsid {PERF} record -q -e cpu-clock -F 2000 -g -p $pid -o {PERF_DATA} </dev/null >/tmp/seamfs-perf.log 2>&1 & echo $! > {PERF_PID}; sleep 1"
+    ))?;
+    if r.code != 0 {
+        return Err(LabError::new("start perf in the guest", Path::new(PERF), String::from_utf8_lossy(&r.stderr)));
+    }
+    Ok(())
+}
+
+/// Stops the `perf record` of [`perf_attach`]; its report: the hottest symbols, self time.
+fn perf_detach(g: &Guest) -> Result<String, LabError> {
+    let r = g.sh(&format!(
+        "kill -INT $(cat {PERF_PID}); n=0; while [ $n -lt 400 ] && kill -0 $(cat {PERF_PID}) 2>/dev/null; do sleep 0.05; n=$((n+1)); done; \
+         {PERF} report -i {PERF_DATA} --stdio --no-children --sort dso,sym -g none --percent-limit 1 2>&1 | grep -v '^#' | grep -v '^$' | head -n 40"
+    ))?;
+    Ok(String::from_utf8_lossy(&r.stdout).into_owned())
+}
+
+/// Calls by syscall from `strace -c`'s table (`% time seconds usecs/call calls errors syscall`).
+fn strace_summary(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || f[0].parse::<f64>().is_err() || f.last() == Some(&"total") {
+            continue;
+        }
+        if let Ok(calls) = f[3].parse::<u64>() {
+            out.insert(f[f.len() - 1].to_string(), calls);
+        }
+    }
+    out
 }
 
 fn log_text(g: &Guest, log: &str) -> Result<String, LabError> {
@@ -226,7 +333,31 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
         }
         s.push('\n');
     }
+    if opts.syscalls {
+        s.push_str("\nseamfs's syscalls per command (`strace -c -f`, last round):\n\n| command | target | syscalls |\n|---|---|---|\n");
+        for r in rows {
+            for (n, calls) in &r.syscalls {
+                s.push_str(&format!("| `git {}` | {n} | {} |\n", r.command, by_count(calls)));
+            }
+        }
+    }
+    if opts.perf {
+        for r in rows {
+            for (n, report) in &r.profile {
+                s.push_str(&format!("\n`git {}`, {n} (`perf record -e cpu-clock -g -p`, self time):\n\n```\n{report}```\n", r.command));
+            }
+        }
+    }
     s
+}
+
+/// `total: name n, …` (the ten largest).
+fn by_count(calls: &BTreeMap<String, u64>) -> String {
+    let total: u64 = calls.values().sum();
+    let mut v: Vec<(&String, &u64)> = calls.iter().collect();
+    v.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
+    let by: Vec<String> = v.iter().take(10).map(|(o, n)| format!("{o} {n}")).collect();
+    format!("{total}: {}", by.join(", "))
 }
 
 /// `total: op n, op n, …` (the eight largest), then the share refreshes seamfs forced.
@@ -242,6 +373,20 @@ fn by_op(requests: Option<&BTreeMap<String, u64>>) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn strace_summaries_are_read() {
+        let t = "% time     seconds  usecs/call     calls    errors syscall\n\
+                 ------ ----------- ----------- --------- --------- ----------------\n\
+                  40.00    0.004000          10       400           read\n\
+                  30.00    0.003000          15       200        12 openat2\n\
+                 ------ ----------- ----------- --------- --------- ----------------\n\
+                 100.00    0.007000                   600        12 total\n";
+        let m = super::strace_summary(t);
+        assert_eq!(m.get("read"), Some(&400));
+        assert_eq!(m.get("openat2"), Some(&200));
+        assert_eq!(m.len(), 2);
+    }
+
     #[test]
     fn span_lines_are_recognised() {
         let l = "2026-12-01T13:00:00.1Z DEBUG lookup{parent=1 name=\"HEAD\"}: seamfs::filesystem: new";

@@ -53,6 +53,12 @@ pub fn build(kernel: &Kernel, bins: &Path, to: &Path) -> Result<(), LabError> {
 
 /// `build`, with more static binaries: (name in `/usr/local/bin`, file on the host).
 pub fn build_with(kernel: &Kernel, bins: &Path, extra: &[(&str, &Path)], to: &Path) -> Result<(), LabError> {
+    build_with_tools(kernel, bins, extra, &[], to)
+}
+
+/// `build_with`, with host tools (and the libraries they link) at their host paths: a
+/// diagnostic such as `strace` for `vm counts --syscalls`.
+pub fn build_with_tools(kernel: &Kernel, bins: &Path, extra: &[(&str, &Path)], tools: &[&Path], to: &Path) -> Result<(), LabError> {
     let mut a = Cpio::default();
     for d in ["bin", "sbin", "dev", "proc", "sys", "tmp", "root", "etc", "share", "usr", "usr/bin", "usr/local", "usr/local/bin", "usr/local/sbin", "usr/lib", "usr/lib/git-core", "lib", "lib64", "lib/modules"] {
         a.dir(d);
@@ -72,6 +78,10 @@ pub fn build_with(kernel: &Kernel, bins: &Path, extra: &[(&str, &Path)], to: &Pa
         a.copy(&format!("usr/local/bin/{name}"), p)?;
     }
     git(&mut a)?;
+    let mut dirs = BTreeSet::new();
+    for t in tools {
+        with_libraries(&mut a, t, &mut dirs)?;
+    }
     modules(&mut a, kernel)?;
     a.finish(to)
 }
@@ -104,11 +114,16 @@ pub fn interp(d: &[u8]) -> Option<bool> {
 /// The host's git and every library `ldd` names, at the same paths.
 fn git(a: &mut Cpio) -> Result<(), LabError> {
     let git = Path::new("/usr/bin/git");
-    a.copy("usr/bin/git", git)?;
     a.symlink("usr/lib/git-core/git", "/usr/bin/git");
-    let out = Command::new("ldd").arg(git).output().map_err(|e| LabError::new("ldd", git, e))?;
+    with_libraries(a, git, &mut BTreeSet::new())
+}
+
+/// A host executable at its own path, and every library `ldd` names, at the same paths.
+/// `dirs` are the directories already in the archive.
+fn with_libraries(a: &mut Cpio, exe: &Path, dirs: &mut BTreeSet<PathBuf>) -> Result<(), LabError> {
+    a.copy(exe.to_string_lossy().trim_start_matches('/'), exe)?;
+    let out = Command::new("ldd").arg(exe).output().map_err(|e| LabError::new("ldd", exe, e))?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut dirs = BTreeSet::new();
     for lib in text.split_whitespace().filter(|w| w.starts_with('/')) {
         let p = PathBuf::from(lib);
         // Follow the soname link so the archive holds the library itself under the name asked.
