@@ -25,6 +25,20 @@ pub fn file_type(mode: u32) -> FileType {
     }
 }
 
+/// What of a node's attributes can make the kernel's copy wrong for an open file: its size and
+/// times (`Core::open` compares the file it opens with the attributes last given).
+pub fn attr_stamp(a: &FileAttr) -> u64 {
+    let ns = |t: SystemTime| match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as u64,
+        Err(e) => (e.duration().as_nanos() as u64).wrapping_neg(),
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for v in [a.size, ns(a.mtime), ns(a.ctime)] {
+        h = (h ^ v).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// FUSE attributes for node `id` from the lower's stat.
 pub fn to_attr(id: u64, st: &libc::stat) -> FileAttr {
     FileAttr {

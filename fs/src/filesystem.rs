@@ -4,16 +4,17 @@ use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::path::Path;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
-    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    AccessFlags, BackingId, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
     InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
     TimeOrNow, WriteFlags,
 };
 use tracing::{debug, debug_span, info};
 
+use crate::attr::attr_stamp;
 use crate::core::{Caller, Core, Entry, Opened, XattrReply};
 use crate::handles::IoMode;
 use crate::layer::Layer;
@@ -23,12 +24,6 @@ fn caller(req: &Request) -> Caller {
     Caller { uid: req.uid(), gid: req.gid(), pid: req.pid() }
 }
 
-fn reply_entry(reply: ReplyEntry, r: Result<Entry, Errno>) {
-    match r {
-        Ok(e) => reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, Generation(e.generation)),
-        Err(e) => reply.error(e),
-    }
-}
 
 fn reply_empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     match r {
@@ -89,7 +84,30 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// Replies to a request that looked a name up (or made one); notes the attributes given.
+    fn reply_entry(&self, reply: ReplyEntry, r: Result<Entry, Errno>) {
+        match r {
+            Ok(e) => {
+                self.inodes.note_given(e.attr.ino.0, attr_stamp(&e.attr));
+                reply.entry_with_ttls(&e.attr_ttl, &e.entry_ttl, &e.attr, Generation(e.generation))
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Replies with attributes; notes them as the ones the kernel holds (`Core::open`).
+    fn reply_attr(&self, reply: ReplyAttr, r: Result<(FileAttr, Duration), Errno>) {
+        match r {
+            Ok((attr, ttl)) => {
+                self.inodes.note_given(attr.ino.0, attr_stamp(&attr));
+                reply.attr(&ttl, &attr)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn reply_created(&self, reply: ReplyCreate, e: Entry, o: Opened) {
+        self.inodes.note_given(e.attr.ino.0, attr_stamp(&e.attr));
         let s = self.settle(o, |fd| reply.open_backing(fd));
         match &s.backing {
             Some(id) => reply.created_passthrough(&e.entry_ttl, &e.attr, Generation(e.generation), s.fh, s.flags, id),
@@ -139,7 +157,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
-        reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
+        self.reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -149,10 +167,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let _s = debug_span!("getattr", ino = ino.0).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
-        match Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid()) {
-            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(e),
-        }
+        self.reply_attr(reply, Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid()));
     }
 
     fn setattr(
@@ -182,10 +197,7 @@ impl<L: Layer> Filesystem for Core<L> {
         } else {
             Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid(), req.pid())
         };
-        match r {
-            Ok((attr, ttl)) => reply.attr(&ttl, &attr),
-            Err(e) => reply.error(e),
-        }
+        self.reply_attr(reply, r);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
@@ -201,14 +213,14 @@ impl<L: Layer> Filesystem for Core<L> {
         let _s = debug_span!("mknod", parent = parent.0, ?name, mode).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
         crate::feed::touch(req.pid(), parent.0);
-        reply_entry(reply, Core::mknod(self, parent.0, name, mode, umask, rdev, caller(req)));
+        self.reply_entry(reply, Core::mknod(self, parent.0, name, mode, umask, rdev, caller(req)));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let _s = debug_span!("mkdir", parent = parent.0, ?name, mode).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
         crate::feed::touch(req.pid(), parent.0);
-        reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
+        self.reply_entry(reply, Core::mkdir(self, parent.0, name, mode, umask, caller(req)));
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -237,7 +249,7 @@ impl<L: Layer> Filesystem for Core<L> {
         let _s = debug_span!("symlink", parent = parent.0, name = ?link_name).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
         crate::feed::touch(req.pid(), parent.0);
-        reply_entry(reply, Core::symlink(self, parent.0, link_name, target, caller(req)));
+        self.reply_entry(reply, Core::symlink(self, parent.0, link_name, target, caller(req)));
     }
 
     fn rename(
@@ -261,7 +273,7 @@ impl<L: Layer> Filesystem for Core<L> {
         let _s = debug_span!("link", ino = ino.0, newparent = newparent.0, ?newname).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
         crate::feed::touch(req.pid(), newparent.0);
-        reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
+        self.reply_entry(reply, Core::link(self, ino.0, newparent.0, newname));
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -381,6 +393,7 @@ impl<L: Layer> Filesystem for Core<L> {
             Ok(page) => {
                 for (next, e) in page.entries() {
                     let Some(entry) = self.plus_entry(ino.0, fh.0, e.name(), &e.lower) else { continue };
+                    self.inodes.note_given(entry.attr.ino.0, attr_stamp(&entry.attr));
                     if reply.add(entry.attr.ino, next, e.name(), &entry.entry_ttl, &entry.attr, Generation(entry.generation)) {
                         // The buffer is full: the kernel never saw this entry, so undo its count.
                         if e.name() != "." && e.name() != ".." {

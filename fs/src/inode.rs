@@ -54,6 +54,9 @@ pub struct Node {
     /// Some open at `stamp` read the whole file through seamfs: the kernel's page cache holds
     /// it, and a read-only open may defer opening the lower (`core::data`).
     pub complete: bool,
+    /// `attr::attr_stamp` of the attributes last sent to the kernel for this node (0: none),
+    /// so an open of a live ref can tell when the kernel's copy is another file's (ADR 0036).
+    pub given: u64,
 }
 
 /// All nodes the kernel knows.
@@ -111,6 +114,7 @@ impl InodeTable {
                 pinned: None,
                 stamp: 0,
                 complete: false,
+                given: 0,
             },
         );
         t
@@ -169,6 +173,7 @@ impl InodeTable {
                 pinned: None,
                 stamp: 0,
                 complete: false,
+                given: 0,
             }
         });
         let node = entry.value_mut();
@@ -259,6 +264,18 @@ impl InodeTable {
             }
             None => 0,
         }
+    }
+
+    /// Notes the attributes just sent to the kernel for node `id` (`attr::attr_stamp`).
+    pub fn note_given(&self, id: u64, stamp: u64) {
+        if let Some(mut n) = self.nodes.get_mut(&id) {
+            n.given = stamp;
+        }
+    }
+
+    /// The stamp of the attributes last sent for node `id` (0: none, or an unknown node).
+    pub fn given(&self, id: u64) -> u64 {
+        self.nodes.get(&id).map_or(0, |n| n.given)
     }
 
     /// An open at `stamp` read the whole file (ignored if the stamp moved on meanwhile).

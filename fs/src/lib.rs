@@ -37,6 +37,7 @@ pub mod index;
 pub mod judge;
 pub mod lower;
 mod lower_at;
+mod lower_dirs;
 mod lower_os;
 pub mod lower_cache;
 pub mod lower_read;

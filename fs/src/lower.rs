@@ -10,7 +10,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-use crate::lower_at::{at, at_for_open_beneath, open_beneath};
+use crate::lower_at::{at_with, open_beneath, At};
+use crate::lower_dirs::DirFds;
 pub use crate::lower_at::{DIR_REF, PORTABLE};
 #[cfg(target_os = "linux")]
 use crate::lower_os::identity_of;
@@ -33,6 +34,8 @@ pub struct Lower {
     /// The lower's kernel never revalidates what it cached (`crate::lower_cache`): what was
     /// found, or None.
     stale_pages: Option<String>,
+    /// Parent directories kept open for a moment (the mount's own lower only, ADR 0035).
+    dirs: Option<DirFds>,
 }
 
 /// A zeroed `stat`, to be filled by the kernel.
@@ -51,7 +54,59 @@ impl Lower {
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
         let stale_pages = crate::lower_cache::stale_pages(root.as_raw_fd(), dir);
-        Ok(Lower { root, stale_pages })
+        Ok(Lower { root, stale_pages, dirs: None })
+    }
+
+    /// Keeps parent directories open for [`crate::lower_dirs::DIR_FD_TTL`] (the mount's lower,
+    /// whose box renames, removals and lock creates forget them: `crate::lower_dirs`).
+    pub fn keeping_parent_dirs(mut self) -> Lower {
+        self.dirs = Some(DirFds::new(crate::lower_dirs::DIR_FD_TTL));
+        self
+    }
+
+    /// Forgets every kept parent directory: the next call on any path opens its parent afresh
+    /// (at a box lock create, the barrier after which the box reads the share's current state).
+    pub fn forget_dirs(&self) {
+        if let Some(d) = &self.dirs {
+            d.forget_all();
+        }
+    }
+
+    /// Forgets kept directories at or below `rel` (it was renamed, removed or made anew).
+    fn forget_under(&self, rel: &CStr) {
+        if let Some(d) = &self.dirs {
+            d.forget_under(rel.to_bytes());
+        }
+    }
+
+    /// Addresses `rel` for a `*at` call (`crate::lower_at::at`), from a kept parent directory
+    /// when there is one.
+    fn at<'a>(&self, rel: &'a CStr) -> io::Result<At<'a>> {
+        let root = self.root_fd();
+        at_with(root, rel, |parent| match &self.dirs {
+            None => crate::lower_at::open_dir(root, parent).map(std::sync::Arc::new),
+            Some(d) => match d.get(parent) {
+                Some(fd) => Ok(fd),
+                None => {
+                    let fd = std::sync::Arc::new(crate::lower_at::open_dir(root, parent)?);
+                    d.put(parent, fd.clone());
+                    Ok(fd)
+                }
+            },
+        })
+    }
+
+    /// Addresses `rel` for [`open_beneath`]: from a kept parent directory when there is one,
+    /// else the whole path from the root when it fits one call (no parent opened just for it).
+    fn at_for_open_beneath<'a>(&self, rel: &'a CStr) -> io::Result<At<'a>> {
+        let kept = self.dirs.as_ref().and_then(|d| {
+            let b = rel.to_bytes();
+            b.iter().rposition(|&c| c == b'/').and_then(|i| d.get(&b[..i]))
+        });
+        match kept {
+            Some(fd) => at_with(self.root_fd(), rel, |_| Ok(fd)),
+            None => crate::lower_at::at_for_open_beneath(self.root_fd(), rel),
+        }
     }
 
     /// What makes the lower's cache stale forever (`9p cache=loose`), if anything: then reads
@@ -91,12 +146,13 @@ impl Lower {
     /// A lower rooted at a directory fd already opened without following links (for example a
     /// git dir opened through another `Lower`), so later calls address names inside it only.
     pub fn from_fd(root: OwnedFd) -> Lower {
-        Lower { root, stale_pages: None }
+        Lower { root, stale_pages: None, dirs: None }
     }
 
     /// Another handle on the same root (for a background thread).
     pub fn try_clone(&self) -> io::Result<Lower> {
-        Ok(Lower { root: self.root.try_clone()?, stale_pages: self.stale_pages.clone() })
+        // Without kept directories: only the mount's own calls see the barriers that forget them.
+        Ok(Lower { root: self.root.try_clone()?, stale_pages: self.stale_pages.clone(), dirs: None })
     }
 
     /// The root directory fd.
@@ -106,7 +162,7 @@ impl Lower {
 
     /// `lstat` of a path relative to the root.
     pub fn stat(&self, rel: &CStr) -> io::Result<libc::stat> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         let mut st = empty_stat();
         // SAFETY: valid fd, C string and out-pointer.
         cvt(unsafe { libc::fstatat(a.fd(), a.name().as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
@@ -118,7 +174,7 @@ impl Lower {
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
         #[cfg(target_os = "linux")]
         if !PORTABLE {
-            let a = at(self.root_fd(), rel)?;
+            let a = self.at(rel)?;
             return statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x));
         }
         // No statx on the portable side: a plain lstat (a FUSE lower may be asked for fresh
@@ -128,20 +184,23 @@ impl Lower {
 
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        let a = at_for_open_beneath(self.root_fd(), rel)?;
+        let a = self.at_for_open_beneath(rel)?;
         open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode)
     }
 
     /// `mkdirat`.
     pub fn mkdir(&self, rel: &CStr, mode: u32) -> io::Result<()> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop)
+        let r = cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop);
+        // A directory kept at this path was one the host removed.
+        self.forget_under(rel);
+        r
     }
 
     /// `mknodat`.
     pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         // SAFETY: valid fd and C string.
         cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
             .map(drop)
@@ -149,14 +208,14 @@ impl Lower {
 
     /// `symlinkat`.
     pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         // SAFETY: valid fd and C strings.
         cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop)
     }
 
     /// `linkat` between two paths under the root, without following a symlink source.
     pub fn link(&self, old: &CStr, new: &CStr) -> io::Result<()> {
-        let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
+        let (a, b) = (self.at(old)?, self.at(new)?);
         // SAFETY: valid fds and C strings.
         cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop)
     }
@@ -164,27 +223,36 @@ impl Lower {
     /// `unlinkat`, for files (`dir == false`) or directories.
     pub fn unlink(&self, rel: &CStr, dir: bool) -> io::Result<()> {
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop)
+        let r = cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop);
+        if dir {
+            self.forget_under(rel);
+        }
+        r
     }
 
     /// Rename with the caller's flags, Linux's values (RENAME_NOREPLACE, RENAME_EXCHANGE):
     /// `renameat2` on Linux, `renameatx_np` on macOS (`crate::lower_os`).
     pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
-        let (a, b) = (at(self.root_fd(), old)?, at(self.root_fd(), new)?);
-        if flags == 0 {
+        let (a, b) = (self.at(old)?, self.at(new)?);
+        let r = if flags == 0 {
             // Plain renameat where no flag is asked for: the call every platform has (seamd's
             // lock commit on a macOS host).
             // SAFETY: valid fds and C strings.
-            return cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop);
-        }
-        crate::lower_os::rename_with_flags(a.fd(), a.name(), b.fd(), b.name(), flags)
+            cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop)
+        } else {
+            crate::lower_os::rename_with_flags(a.fd(), a.name(), b.fd(), b.name(), flags)
+        };
+        // Either name may be a directory (or replace one): what was kept at either path moved.
+        self.forget_under(old);
+        self.forget_under(new);
+        r
     }
 
     /// `readlinkat`.
     pub fn readlink(&self, rel: &CStr) -> io::Result<Vec<u8>> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         let mut buf = vec![0u8; libc::PATH_MAX as usize];
         // SAFETY: valid fd, C string and buffer of the given length.
         let n = unsafe { libc::readlinkat(a.fd(), a.name().as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
@@ -197,7 +265,7 @@ impl Lower {
 
     /// `fchownat` without following a final symlink; `u32::MAX` leaves a field unchanged.
     pub fn chown(&self, rel: &CStr, uid: u32, gid: u32) -> io::Result<()> {
-        let a = at(self.root_fd(), rel)?;
+        let a = self.at(rel)?;
         // SAFETY: valid fd and C string.
         cvt(unsafe { libc::fchownat(a.fd(), a.name().as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
     }
@@ -235,7 +303,7 @@ impl Lower {
         REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Counted by `seam-lab vm counts` from the guest's debug log.
         tracing::debug!(name = ?rel, "refreshed");
-        let Ok(a) = at(self.root_fd(), rel) else { return Seen::Unknown };
+        let Ok(a) = self.at(rel) else { return Seen::Unknown };
         let (dir, rel) = (a.fd(), a.name());
         let mut st = empty_stat();
         // SAFETY: valid fd, C strings, out-pointer. The stat's result is deliberately ignored:

@@ -19,6 +19,7 @@
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 /// The longest path handed to one syscall, without its NUL.
 const MAX_AT_ONCE: usize = libc::PATH_MAX as usize - 1;
@@ -163,8 +164,9 @@ mod resolver {
 pub(crate) enum At<'a> {
     /// The root fd and the path itself (it fits one syscall).
     Whole(RawFd, &'a CStr),
-    /// The path's parent directory, opened from the root in chunks, and the last name.
-    Parent(OwnedFd, CString),
+    /// The path's parent directory, opened from the root in chunks (or kept from a moment ago,
+    /// `crate::lower_dirs`), and the last name.
+    Parent(Arc<OwnedFd>, CString),
 }
 
 impl At<'_> {
@@ -190,6 +192,12 @@ impl At<'_> {
 /// chunks when long), so no call ever resolves a symlink in the middle of a path: a `*at` call
 /// follows every intermediate link, `AT_SYMLINK_NOFOLLOW` spares only the last name.
 pub(crate) fn at(root: RawFd, rel: &CStr) -> io::Result<At<'_>> {
+    at_with(root, rel, |parent| open_dir_in_chunks(root, parent).map(Arc::new))
+}
+
+/// [`at`], with the parent directory (a path below `root`) supplied by `parent_dir`, which may
+/// hand back one it opened a moment ago.
+pub(crate) fn at_with<'a>(root: RawFd, rel: &'a CStr, parent_dir: impl FnOnce(&[u8]) -> io::Result<Arc<OwnedFd>>) -> io::Result<At<'a>> {
     let bytes = rel.to_bytes();
     let Some(i) = bytes.iter().rposition(|&b| b == b'/') else {
         if bytes.len() > MAX_AT_ONCE {
@@ -197,9 +205,14 @@ pub(crate) fn at(root: RawFd, rel: &CStr) -> io::Result<At<'_>> {
         }
         return Ok(At::Whole(root, rel));
     };
-    let dir = open_dir_in_chunks(root, &bytes[..i])?;
+    let dir = parent_dir(&bytes[..i])?;
     let name = CString::new(&bytes[i + 1..]).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
     Ok(At::Parent(dir, name))
+}
+
+/// Opens directory `path` below `root` as a [`DIR_REF`] fd, following no symlink.
+pub(crate) fn open_dir(root: RawFd, path: &[u8]) -> io::Result<OwnedFd> {
+    open_dir_in_chunks(root, path)
 }
 
 /// Addresses `rel` for [`open_beneath`], which resolves beneath `root` without symlinks itself:

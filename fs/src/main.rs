@@ -262,7 +262,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     // The caller's umask is applied by the kernel and seamfs; the daemon must not add its own.
     // SAFETY: umask has no failure mode.
     unsafe { libc::umask(0) };
-    let lower = Lower::open(&lower_path).map_err(|e| MountError::usage("open lower", &lower_path, e.to_string()))?;
+    let lower = Lower::open(&lower_path).map_err(|e| MountError::usage("open lower", &lower_path, e.to_string()))?.keeping_parent_dirs();
     let notify = if a.foreground {
         seamfs::init_logging("info");
         None
@@ -323,7 +323,9 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
             }
         }
     };
+    let notifier_slot = core.notifier_slot();
     let result = mount::serve_with(core, &mopts, ready, move |notifier| {
+        let _ = notifier_slot.set(notifier.clone());
         if let (Some(addr), Some(live)) = (feed_addr, feed_live) {
             let c = seamfs::feed::consume::Consumer { addr, shared, notifier, mountpoint: mnt, live };
             if let Err(e) = c.spawn() {

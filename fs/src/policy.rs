@@ -60,12 +60,12 @@ pub struct CachePolicy {
 /// may read as the directory for this long, never a ref's value.
 pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
 
-/// How long the kernel may keep the attributes of the index, a lock or a ref-store directory.
-/// Their entry TTL stays zero, so every path walk still asks seamfs and replaces them; this only
-/// spares the GETATTR the kernel sends right after that LOOKUP (ADR 0020). Not for live refs:
-/// a live-ref node serves its name, so an open can reach a file the host renamed in after the
-/// lookup, and git sizes what it maps of `config` or `packed-refs` by `fstat` (cached attributes
-/// of the old file would cut the new one short).
+/// How long the kernel may keep the attributes of the index, a lock, a live ref or a ref-store
+/// directory. Their entry TTL stays zero, so every path walk still asks seamfs and replaces
+/// them; this only spares the GETATTR the kernel sends right after that LOOKUP (ADR 0020). A
+/// live-ref node serves its name, so an open can reach a file the host renamed in after the
+/// lookup, and git sizes what it reads of `config` or `packed-refs` by `fstat`: the open drops
+/// the kernel's copy first when the file differs (`Core::open`, ADR 0036).
 pub const LIVE_ATTR_TTL: Duration = Duration::from_millis(50);
 
 /// Files from this size on get FUSE passthrough; smaller ones are read through seamfs and the
@@ -136,7 +136,10 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
         // never changed in place by the host: names and attributes must be fresh, but their
         // data may go through the page cache and passthrough (git reads a large index whole).
         Class::Index | Class::Lock => CachePolicy { direct_io: false, passthrough: true, ..live },
-        Class::LiveRef | Class::LiveRefDir => CachePolicy { attr_ttl: zero, ..live },
+        // A live ref's attributes are kept too (the GETATTR after its LOOKUP spared): its node
+        // serves its name, so `Core::open` drops them when it opens another file (ADR 0036).
+        Class::LiveRef => live,
+        Class::LiveRefDir => CachePolicy { attr_ttl: zero, ..live },
         Class::RefDir => CachePolicy { entry_ttl: REF_DIR_TTL, ..live },
     }
 }
@@ -299,9 +302,9 @@ mod tests {
             let p = cache_policy(class, &t);
             let entry = if class == Class::RefDir { REF_DIR_TTL } else { Duration::ZERO };
             assert_eq!(p.entry_ttl, entry, "{class:?}");
-            // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks;
-            // never for live refs, whose open may reach a newer file than the lookup's.
-            let attr = if matches!(class, Class::LiveRef | Class::LiveRefDir) { Duration::ZERO } else { LIVE_ATTR_TTL };
+            // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks.
+            // Live refs too: their open drops a copy that is another file's (ADR 0036).
+            let attr = if class == Class::LiveRefDir { Duration::ZERO } else { LIVE_ATTR_TTL };
             assert_eq!(p.attr_ttl, attr, "{class:?}");
             assert_eq!(p.negative_ttl, Duration::ZERO);
             assert!(p.refresh);

@@ -15,6 +15,7 @@
 //! - [`procfs`]: mounts, daemon pids, open fds and limits, read from /proc.
 //! - [`listing`]: recursive listings, for failure dumps and mode comparisons.
 //! - [`sys`]: thin syscall wrappers returning the errno, for comparing the mount to its lower.
+//! - [`strace`]: strace attached to a daemon, ended by its pid.
 //!
 //! # Limitations
 //! - Linux only, run as root (mounts go through mount(2); ownership tests switch uid).
@@ -28,6 +29,7 @@ pub mod listing;
 pub mod mount;
 pub mod procfs;
 pub mod run;
+pub mod strace;
 pub mod sys;
 pub mod tmp;
 

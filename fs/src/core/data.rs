@@ -157,9 +157,30 @@ impl<L: Layer> Core<L> {
                 (fd, st)
             }
         };
+        if class == Class::LiveRef {
+            self.drop_other_files_attrs(id, &st);
+        }
         let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags)?;
         let size = st.st_size as u64;
         Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st) })
+    }
+
+    /// A live ref's node serves its name, so the file opened may not be the one whose attributes
+    /// the kernel keeps (the host renamed another in since): those are dropped before the open
+    /// is answered, so an `fstat` on the new fd asks again (git sizes what it reads of `config`
+    /// and `packed-refs` by it). The notify is made inside the OPEN, which holds no lock the
+    /// kernel's attribute invalidation takes (ADR 0036).
+    fn drop_other_files_attrs(&self, id: u64, st: &libc::stat) {
+        let now = crate::attr::attr_stamp(&crate::attr::to_attr(id, st));
+        if self.inodes.given(id) == now {
+            return;
+        }
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(fuser::INodeNo(id), -1, 0) {
+                tracing::debug!(id, error = %e, "could not drop the kernel's attributes of a live ref");
+            }
+        }
+        self.inodes.note_given(id, now);
     }
 
     /// A read-only open of a file the kernel's page cache holds whole, unchanged since (same
@@ -274,6 +295,7 @@ impl<L: Layer> Core<L> {
         if class == crate::policy::Class::Lock {
             // What the box reads from now on (under this lock) must be the share's current state.
             self.recent_refresh.barrier();
+            self.lower.forget_dirs();
             self.guard_lock_create(parent, &child, who.pid)?;
         }
         let mut attempt = self.lower.open_at(&path, open_flags | libc::O_CREAT | libc::O_EXCL, mode);

@@ -224,6 +224,7 @@ impl<L: Layer> Core<L> {
         if self.lower_has(&c.path) {
             return false;
         }
+        self.lower.forget_dirs();
         match crate::lower_cache::drop_dentries() {
             Ok(()) => {
                 tracing::debug!(?name, "a name the host removed blocked a create: dropped the guest's dentry cache");

@@ -129,6 +129,9 @@ pub struct Core<L: Layer> {
     pub(crate) reverse_heals: parking_lot::Mutex<()>,
     /// Keeps what box ops would destroy (None: parking off).
     pub(crate) parker: Option<crate::park::keep::Parker>,
+    /// The session's notifier, once mounted (`Core::notifier_slot`): without it live refs'
+    /// attributes are not kept (ADR 0036).
+    pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -171,7 +174,15 @@ impl<L: Layer> Core<L> {
             box_gitdirs: Default::default(),
             listings: Default::default(),
             reverse_heals: Default::default(),
+            notifier: Default::default(),
         })
+    }
+
+    /// Where the mount puts its session's notifier (`mount::serve_with`'s `mounted`). Once it
+    /// is there, a live ref's attributes are kept for `policy::LIVE_ATTR_TTL`, and an open that
+    /// finds another file behind the name drops the kernel's copy first (ADR 0036).
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     /// The layer.
@@ -220,7 +231,12 @@ impl<L: Layer> Core<L> {
     }
 
     pub(crate) fn policy(&self, class: Class) -> CachePolicy {
-        self.layer.cache(class)
+        let p = self.layer.cache(class);
+        if class == Class::LiveRef && self.notifier.get().is_none() {
+            // Nothing could drop a stale copy at an open (ADR 0036).
+            return CachePolicy { attr_ttl: Duration::ZERO, ..p };
+        }
+        p
     }
 
     /// Class a new child of `parent` gets.

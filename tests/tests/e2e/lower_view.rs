@@ -7,9 +7,9 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use seam_tests::strace::Strace;
 use seam_tests::{Git, Mount, TempDir};
 
 fn files(dir: &Path) {
@@ -60,16 +60,7 @@ fn under_over_the_heal_never_walks_seamfs_s_own_mount() {
     git.run(share_mnt.path(), &["status", "--porcelain"]);
     let trace = TempDir::new("lv-trace");
     let log = trace.join("strace.log");
-    let mut strace = Command::new("strace")
-        .args(["-f", "-v", "-e", "trace=newfstatat,statx,lstat,stat", "-o"])
-        .arg(&log)
-        .arg("-p")
-        .arg(m.daemon_pid().to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("strace");
-    std::thread::sleep(Duration::from_millis(500));
+    let strace = Strace::attach(m.daemon_pid(), &["-v", "-e", "trace=newfstatat,statx,lstat,stat"], &log);
     // The host commits a change (on the backing dir); after the share's TTL the box's next
     // status heals its index onto the new HEAD, through gix.
     std::fs::write(backing.join("f3"), "host\n").expect("write");
@@ -77,10 +68,7 @@ fn under_over_the_heal_never_walks_seamfs_s_own_mount() {
     std::thread::sleep(Duration::from_millis(1200));
     let st = git.run(share_mnt.path(), &["status", "--porcelain"]);
     std::thread::sleep(Duration::from_millis(300));
-    // SAFETY: our child.
-    unsafe { libc::kill(strace.id() as i32, libc::SIGINT) };
-    let _ = strace.wait();
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let text = strace.stop();
     let mnt = share_mnt.path().to_string_lossy().into_owned();
     let under: Vec<(String, String)> = stats(&text).into_iter().filter(|(p, _)| p.starts_with(&mnt)).collect();
     println!("box status after the host commit: {st:?}; daemon stats under the mountpoint: {}", under.len());

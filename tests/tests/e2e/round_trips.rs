@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use seam_tests::fuse_trace::FuseRequests;
+use seam_tests::strace::Strace;
 use seam_tests::sys;
 use seam_tests::{Git, Mount, TempDir};
 
@@ -223,4 +224,112 @@ fn a_box_command_opens_on_the_share_what_git_opens() {
     assert!(seamfs <= raw + RUNS, "through seamfs the share saw {seamfs} OPENs where git alone made {raw}: seamfs reopens what it read");
     m.unmount();
     s.unmount();
+}
+
+/// A live ref's attributes are kept for a moment (ADR 0036): a stat of `config` or `HEAD` is
+/// one LOOKUP, no longer a LOOKUP and a GETATTR. Counted on seamfs's own connection.
+#[test]
+fn a_stat_of_a_live_ref_sends_no_getattr_after_its_lookup() {
+    let backing = TempDir::new("rt-attr-backing");
+    let mnt = TempDir::new("rt-attr-mnt");
+    repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let gitdir = m.join("repo/.git");
+    sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
+    let trace = FuseRequests::of(m.path(), "live-attr");
+    const STATS: u64 = 50;
+    for _ in 0..STATS {
+        for n in ["config", "HEAD"] {
+            sys::lstat(&gitdir.join(n)).unwrap_or_else(|e| panic!("lstat {n}: {e:?}"));
+        }
+    }
+    let c = trace.counts();
+    let lookups = c.get("FUSE_LOOKUP").copied().unwrap_or(0);
+    let getattrs = c.get("FUSE_GETATTR").copied().unwrap_or(0);
+    eprintln!("{} lstats of live refs: {lookups} LOOKUPs, {getattrs} GETATTRs ({c:?})", 2 * STATS);
+    assert!(lookups >= 2 * STATS, "{lookups} LOOKUPs for {} lstats: every walk of a live name must ask seamfs, or the count is not counting", 2 * STATS);
+    // Each lstat's own LOOKUP gives its attributes; only a stall of 50 ms between the two
+    // would need a GETATTR.
+    assert!(getattrs <= STATS / 5, "{getattrs} GETATTRs for {} lstats: a live ref's attributes are not kept after its lookup", 2 * STATS);
+    drop(trace);
+    m.unmount();
+}
+
+/// The kept attributes never describe another file to an open one (ADR 0036; why ADR 0020
+/// withdrew them for live refs): the box looks `config` up, the host renames a config of
+/// another size over it, and the box opens the node it looked up (an `O_PATH` fd reopened
+/// through `/proc/self/fd`: an OPEN with no LOOKUP before it, as when the rename lands between
+/// git's lookup and its open). The kernel still holds the old file's attributes then; seamfs
+/// drops them at the open, so `fstat` on the new fd gives the size of the file read. Rounds
+/// where the open came more than 50 ms after the lookup (the copy had expired anyway) prove
+/// nothing and are not counted.
+#[test]
+fn an_open_after_a_host_rename_sizes_the_file_it_reads() {
+    use std::io::Read;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::fd::AsRawFd;
+    let backing = TempDir::new("rt-size-backing");
+    let mnt = TempDir::new("rt-size-mnt");
+    let host = repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let config = m.join("repo/.git/config");
+    let host_config = host.join(".git/config");
+    let base = std::fs::read_to_string(&host_config).expect("read the host's config");
+    let (mut inside, mut rounds) = (0, 0);
+    while inside < 30 && rounds < 300 {
+        rounds += 1;
+        let t = Instant::now();
+        let node = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(&config).expect("look config up (O_PATH)");
+        let looked = node.metadata().expect("fstat the O_PATH fd").size();
+        // The host replaces config by rename with one of another size (git config's way).
+        let next = format!("{base}[seam]\n\tround = {}\n", "x".repeat(1 + rounds % 7 * 40));
+        let tmp = host.join(".git/config.host-tmp");
+        std::fs::write(&tmp, &next).expect("write the host's new config");
+        std::fs::rename(&tmp, &host_config).expect("rename it over config");
+        let mut f = std::fs::File::open(format!("/proc/self/fd/{}", node.as_raw_fd())).expect("open the looked-up config");
+        let size = f.metadata().expect("fstat config").size();
+        let within = t.elapsed() < std::time::Duration::from_millis(50);
+        let mut read = String::new();
+        f.read_to_string(&mut read).expect("read config");
+        assert_eq!(read, next, "round {rounds}: the open did not read the host's new config");
+        assert_eq!(size, read.len() as u64, "round {rounds}: fstat says {size} bytes for a file of {} (the lookup saw {looked}): the kernel kept another file's attributes", read.len());
+        if within && looked != size {
+            inside += 1;
+        }
+    }
+    eprintln!("{inside} of {rounds} rounds opened within 50 ms of a lookup that saw another size");
+    assert!(inside >= 30, "only {inside} rounds fitted in the attributes' 50 ms: the case was not exercised");
+    m.unmount();
+}
+
+/// seamfs opens a parent directory once a moment, not once per request (ADR 0035): `git
+/// rev-parse HEAD` made seamfs open the git dir by path about twenty times. Counted with strace
+/// on the daemon: `openat2` calls whose path is the git dir itself.
+#[test]
+fn a_box_command_opens_its_git_dir_once_a_moment() {
+    let backing = TempDir::new("rt-dirs-backing");
+    let mnt = TempDir::new("rt-dirs-mnt");
+    repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1", "--no-passthrough"]);
+    let git = Git::new();
+    let dir = m.join("repo");
+    git.run(&dir, &["rev-parse", "HEAD"]);
+    let trace = TempDir::new("rt-dirs-trace");
+    let strace = Strace::attach(m.daemon_pid(), &["-e", "trace=openat2"], &trace.join("strace.log"));
+    const RUNS: usize = 3;
+    let t = Instant::now();
+    for _ in 0..RUNS {
+        git.run(&dir, &["rev-parse", "HEAD"]);
+    }
+    let took = t.elapsed();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let text = strace.stop();
+    let calls = text.lines().filter(|l| l.contains("openat2(")).count();
+    let gitdir = text.lines().filter(|l| l.contains("openat2(") && l.contains("\"repo/.git\"")).count();
+    eprintln!("{RUNS} x rev-parse HEAD in {took:?}: seamfs made {calls} openat2 calls, {gitdir} of the git dir");
+    assert!(calls >= RUNS, "{calls} openat2 calls for {RUNS} commands: strace saw nothing, the count is not counting");
+    // One per 100 ms window at most, and one after each command's start in a new window.
+    let windows = took.as_millis() as usize / 100 + 1;
+    assert!(gitdir <= windows + RUNS, "seamfs opened the git dir {gitdir} times in {windows} windows of 100 ms: a parent is opened per request");
+    m.unmount();
 }
