@@ -75,21 +75,24 @@ impl<L: Layer> Core<L> {
     fn fopen_flags(&self, id: u64, size: u64, flags: i32) -> Result<(FopenFlags, bool), Errno> {
         let class = self.class_of(id)?;
         let p = self.policy(class);
+        // Nothing to write back from a read-only file: its close need not reach seamfs.
+        let no_flush = if flags & libc::O_ACCMODE == libc::O_RDONLY && self.layer.read_cache() {
+            FopenFlags::FOPEN_NOFLUSH
+        } else {
+            FopenFlags::empty()
+        };
         if p.direct_io {
-            return Ok((FopenFlags::FOPEN_DIRECT_IO, false));
+            // Live refs too: `HEAD`, the branch and `config` are read at every git command.
+            return Ok((FopenFlags::FOPEN_DIRECT_IO | no_flush, false));
         }
         // The index and lock files (`index.lock` is the whole index, written at once) keep
         // passthrough whatever their size at open: a lock is created empty.
         let big = size >= self.layer.passthrough_min() || matches!(class, Class::Index | Class::Lock);
         let pass = p.passthrough && self.passthrough_active() && big;
-        let mut fopen = FopenFlags::empty();
+        let mut fopen = no_flush;
         // Passthrough files have no page cache of their own; KEEP_CACHE only helps without it.
         if matches!(class, Class::Objects) {
             fopen |= FopenFlags::FOPEN_KEEP_CACHE;
-        }
-        // Nothing to write back from a read-only file: its close need not reach seamfs.
-        if flags & libc::O_ACCMODE == libc::O_RDONLY && self.layer.read_cache() {
-            fopen |= FopenFlags::FOPEN_NOFLUSH;
         }
         Ok((fopen, pass))
     }

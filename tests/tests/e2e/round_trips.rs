@@ -333,3 +333,31 @@ fn a_box_command_opens_its_git_dir_once_a_moment() {
     assert!(gitdir <= windows + RUNS, "seamfs opened the git dir {gitdir} times in {windows} windows of 100 ms: a parent is opened per request");
     m.unmount();
 }
+
+/// A read-only open of a live ref carries `FOPEN_NOFLUSH` (ADR 0008, amended): its close sends
+/// seamfs nothing, where every close of `HEAD` or `config` used to send a FLUSH that seamfs
+/// answered at once. Counted on seamfs's own connection.
+#[test]
+fn reading_a_live_ref_sends_no_flush() {
+    let backing = TempDir::new("rt-flush-backing");
+    let mnt = TempDir::new("rt-flush-mnt");
+    repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let gitdir = m.join("repo/.git");
+    sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
+    let trace = FuseRequests::of(m.path(), "live-flush");
+    const READS: u64 = 20;
+    for _ in 0..READS {
+        for n in ["HEAD", "config"] {
+            std::fs::read(gitdir.join(n)).unwrap_or_else(|e| panic!("read {n}: {e}"));
+        }
+    }
+    let c = trace.counts();
+    let opens = c.get("FUSE_OPEN").copied().unwrap_or(0);
+    let flushes = c.get("FUSE_FLUSH").copied().unwrap_or(0);
+    eprintln!("{} reads of live refs: {opens} OPENs, {flushes} FLUSHes ({c:?})", 2 * READS);
+    assert!(opens >= 2 * READS, "{opens} OPENs for {} reads: every open of a live ref must reach seamfs, or the count is not counting", 2 * READS);
+    assert_eq!(flushes, 0, "closing a live ref opened read-only sent seamfs {flushes} FLUSHes");
+    drop(trace);
+    m.unmount();
+}
