@@ -83,16 +83,15 @@ impl Lower {
     /// when there is one.
     fn at<'a>(&self, rel: &'a CStr) -> io::Result<At<'a>> {
         let root = self.root_fd();
-        at_with(root, rel, |parent| match &self.dirs {
-            None => crate::lower_at::open_dir(root, parent).map(std::sync::Arc::new),
-            Some(d) => match d.get(parent) {
-                Some(fd) => Ok(fd),
-                None => {
-                    let fd = std::sync::Arc::new(crate::lower_at::open_dir(root, parent)?);
-                    d.put(parent, fd.clone());
-                    Ok(fd)
-                }
-            },
+        at_with(root, rel, |parent| {
+            if let Some(fd) = self.dirs.as_ref().and_then(|d| d.get(parent)) {
+                return Ok(fd);
+            }
+            let fd = std::sync::Arc::new(crate::lower_at::open_dir(root, parent)?);
+            if let Some(d) = &self.dirs {
+                d.put(parent, fd.clone());
+            }
+            Ok(fd)
         })
     }
 

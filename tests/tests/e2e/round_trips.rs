@@ -32,30 +32,45 @@ fn repo(backing: &Path) -> std::path::PathBuf {
     host
 }
 
+/// seamfs mounted over a backing dir that holds [`repo`]. Fields drop in order: the mount
+/// goes before the directories under it.
+struct OverRepo {
+    m: Mount,
+    /// The host's repository on the backing dir.
+    host: std::path::PathBuf,
+    _dirs: (TempDir, TempDir),
+}
+
+fn seamfs_over_repo(tag: &str, args: &[&str]) -> OverRepo {
+    let backing = TempDir::new(&format!("rt-{tag}-backing"));
+    let mnt = TempDir::new(&format!("rt-{tag}-mnt"));
+    let host = repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), args);
+    OverRepo { m, host, _dirs: (backing, mnt) }
+}
+
 /// Git stats `config` and `HEAD` right after each lookup; every GETATTR used to force its own
 /// revalidation on the share. One process stating a live name again and again now pays one
 /// refresh per window (the work-tree TTL, ADR 0033; the bound allows one per 50 ms), not one
 /// per stat.
 #[test]
 fn a_process_stating_a_live_name_again_refreshes_it_once_a_moment() {
-    let backing = TempDir::new("rt-stat-backing");
-    let mnt = TempDir::new("rt-stat-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("stat", &["--ttl", "1"]);
+    let m = &f.m;
     let config = m.join("repo/.git/config");
     const STATS: u64 = 200;
-    let before = refreshes(&m);
+    let before = refreshes(m);
     let t = Instant::now();
     for _ in 0..STATS {
         std::fs::symlink_metadata(&config).expect("lstat .git/config");
     }
     let took = t.elapsed();
-    let spent = refreshes(&m) - before;
+    let spent = refreshes(m) - before;
     let windows = took.as_millis() as u64 / 50 + 1;
     eprintln!("{STATS} lstats of .git/config in {took:?}: {spent} refreshes ({windows} windows of 50 ms)");
     assert!(spent >= 1, "the first stat must revalidate the name: the count is not counting");
     assert!(spent <= 2 * windows + 2, "{spent} refreshes for {STATS} stats in {windows} windows: a stat is refreshing again");
-    m.unmount();
+    f.m.unmount();
 }
 
 /// A lock the box creates is a barrier: a stat the memo spared a moment ago revalidates again
@@ -63,22 +78,20 @@ fn a_process_stating_a_live_name_again_refreshes_it_once_a_moment() {
 /// one round fits inside the 50 ms window (else the window, not the barrier, would refresh).
 #[test]
 fn a_box_lock_makes_the_next_stat_refresh_again() {
-    let backing = TempDir::new("rt-lock-backing");
-    let mnt = TempDir::new("rt-lock-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("lock", &["--ttl", "1"]);
+    let m = &f.m;
     let head = m.join("repo/.git/HEAD");
     let lock = m.join("repo/.git/refs/heads/probe.lock");
     for attempt in 0..20 {
         let t = Instant::now();
         std::fs::symlink_metadata(&head).expect("lstat HEAD");
-        let r1 = refreshes(&m);
+        let r1 = refreshes(m);
         std::fs::symlink_metadata(&head).expect("lstat HEAD again");
-        let r2 = refreshes(&m);
+        let r2 = refreshes(m);
         std::fs::write(&lock, "").expect("create a box lock");
-        let r3 = refreshes(&m);
+        let r3 = refreshes(m);
         std::fs::symlink_metadata(&head).expect("lstat HEAD under the lock");
-        let r4 = refreshes(&m);
+        let r4 = refreshes(m);
         std::fs::remove_file(&lock).expect("remove the lock");
         if t.elapsed().as_millis() >= 40 {
             continue;
@@ -86,7 +99,7 @@ fn a_box_lock_makes_the_next_stat_refresh_again() {
         eprintln!("attempt {attempt}: again {} refreshes, under the lock {}", r2 - r1, r4 - r3);
         assert_eq!(r2, r1, "a second stat within the window refreshed: the memo is off");
         assert!(r4 > r3, "HEAD was not revalidated after a box lock create: the barrier is gone");
-        m.unmount();
+        f.m.unmount();
         return;
     }
     panic!("no round of four stats and a lock took under 40 ms: the machine is too loaded to tell");
@@ -137,22 +150,20 @@ fn a_refresh_stands_for_the_share_ttl_within_one_process() {
 /// process last refreshed them (ADR 0033); a lock create refreshes them (`heal` tests).
 #[test]
 fn a_process_looking_its_index_up_again_refreshes_nothing() {
-    let backing = TempDir::new("rt-index-backing");
-    let mnt = TempDir::new("rt-index-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("index", &["--ttl", "1"]);
+    let m = &f.m;
     let index = m.join("repo/.git/index");
-    let r0 = refreshes(&m);
+    let r0 = refreshes(m);
     let t = Instant::now();
     std::fs::read(&index).expect("read the index (seeds the box index)");
-    let r1 = refreshes(&m);
+    let r1 = refreshes(m);
     std::fs::read(&index).expect("read the index again");
-    let r2 = refreshes(&m);
+    let r2 = refreshes(m);
     eprintln!("index looked up: {} refreshes, again: {}", r1 - r0, r2 - r1);
     assert!(r1 > r0, "the first look must have refreshed: the count is not counting");
     assert!(t.elapsed() < std::time::Duration::from_millis(700), "the machine stalled past the window: cannot tell");
     assert_eq!(r2, r1, "a process's second look at its index refreshed HEAD, the branch or the box index again");
-    m.unmount();
+    f.m.unmount();
 }
 
 /// A lookup of a live name the share does not have costs its server two LOOKUPs, the refresh's
@@ -230,10 +241,8 @@ fn a_box_command_opens_on_the_share_what_git_opens() {
 /// one LOOKUP, no longer a LOOKUP and a GETATTR. Counted on seamfs's own connection.
 #[test]
 fn a_stat_of_a_live_ref_sends_no_getattr_after_its_lookup() {
-    let backing = TempDir::new("rt-attr-backing");
-    let mnt = TempDir::new("rt-attr-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("attr", &["--ttl", "1"]);
+    let m = &f.m;
     let gitdir = m.join("repo/.git");
     sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
     let trace = FuseRequests::of(m.path(), "live-attr");
@@ -252,7 +261,7 @@ fn a_stat_of_a_live_ref_sends_no_getattr_after_its_lookup() {
     // would need a GETATTR.
     assert!(getattrs <= STATS / 5, "{getattrs} GETATTRs for {} lstats: a live ref's attributes are not kept after its lookup", 2 * STATS);
     drop(trace);
-    m.unmount();
+    f.m.unmount();
 }
 
 /// The kept attributes never describe another file to an open one (ADR 0036; why ADR 0020
@@ -268,10 +277,9 @@ fn an_open_after_a_host_rename_sizes_the_file_it_reads() {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     use std::os::fd::AsRawFd;
-    let backing = TempDir::new("rt-size-backing");
-    let mnt = TempDir::new("rt-size-mnt");
-    let host = repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("size", &["--ttl", "1"]);
+    let m = &f.m;
+    let host = &f.host;
     let config = m.join("repo/.git/config");
     let host_config = host.join(".git/config");
     let base = std::fs::read_to_string(&host_config).expect("read the host's config");
@@ -299,7 +307,7 @@ fn an_open_after_a_host_rename_sizes_the_file_it_reads() {
     }
     eprintln!("{inside} of {rounds} rounds opened within 50 ms of a lookup that saw another size");
     assert!(inside >= 30, "only {inside} rounds fitted in the attributes' 50 ms: the case was not exercised");
-    m.unmount();
+    f.m.unmount();
 }
 
 /// seamfs opens a parent directory once a moment, not once per request (ADR 0035): `git
@@ -307,10 +315,8 @@ fn an_open_after_a_host_rename_sizes_the_file_it_reads() {
 /// on the daemon: `openat2` calls whose path is the git dir itself.
 #[test]
 fn a_box_command_opens_its_git_dir_once_a_moment() {
-    let backing = TempDir::new("rt-dirs-backing");
-    let mnt = TempDir::new("rt-dirs-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1", "--no-passthrough"]);
+    let f = seamfs_over_repo("dirs", &["--ttl", "1", "--no-passthrough"]);
+    let m = &f.m;
     let git = Git::new();
     let dir = m.join("repo");
     git.run(&dir, &["rev-parse", "HEAD"]);
@@ -331,7 +337,7 @@ fn a_box_command_opens_its_git_dir_once_a_moment() {
     // One per 100 ms window at most, and one after each command's start in a new window.
     let windows = took.as_millis() as usize / 100 + 1;
     assert!(gitdir <= windows + RUNS, "seamfs opened the git dir {gitdir} times in {windows} windows of 100 ms: a parent is opened per request");
-    m.unmount();
+    f.m.unmount();
 }
 
 /// A read-only open of a live ref carries `FOPEN_NOFLUSH` (ADR 0008, amended): its close sends
@@ -339,10 +345,8 @@ fn a_box_command_opens_its_git_dir_once_a_moment() {
 /// answered at once. Counted on seamfs's own connection.
 #[test]
 fn reading_a_live_ref_sends_no_flush() {
-    let backing = TempDir::new("rt-flush-backing");
-    let mnt = TempDir::new("rt-flush-mnt");
-    repo(backing.path());
-    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", "1"]);
+    let f = seamfs_over_repo("flush", &["--ttl", "1"]);
+    let m = &f.m;
     let gitdir = m.join("repo/.git");
     sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
     let trace = FuseRequests::of(m.path(), "live-flush");
@@ -359,5 +363,5 @@ fn reading_a_live_ref_sends_no_flush() {
     assert!(opens >= 2 * READS, "{opens} OPENs for {} reads: every open of a live ref must reach seamfs, or the count is not counting", 2 * READS);
     assert_eq!(flushes, 0, "closing a live ref opened read-only sent seamfs {flushes} FLUSHes");
     drop(trace);
-    m.unmount();
+    f.m.unmount();
 }
