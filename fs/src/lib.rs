@@ -36,6 +36,7 @@ pub mod heal;
 pub mod index;
 pub mod judge;
 pub mod lower;
+pub mod lower_changes;
 mod lower_at;
 mod lower_dirs;
 mod lower_os;

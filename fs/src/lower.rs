@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use crate::lower_at::{at_with, open_beneath, At};
+use crate::lower_changes::NameChanges;
 use crate::lower_dirs::DirFds;
 pub use crate::lower_at::{DIR_REF, PORTABLE};
 #[cfg(target_os = "linux")]
@@ -36,6 +37,8 @@ pub struct Lower {
     stale_pages: Option<String>,
     /// Parent directories kept open for a moment (the mount's own lower only, ADR 0035).
     dirs: Option<DirFds>,
+    /// Names created through any handle on this root (ADR 0037), shared with its clones.
+    changes: std::sync::Arc<NameChanges>,
 }
 
 /// A zeroed `stat`, to be filled by the kernel.
@@ -54,7 +57,7 @@ impl Lower {
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
         let stale_pages = crate::lower_cache::stale_pages(root.as_raw_fd(), dir);
-        Ok(Lower { root, stale_pages, dirs: None })
+        Ok(Lower { root, stale_pages, dirs: None, changes: Default::default() })
     }
 
     /// Keeps parent directories open for [`crate::lower_dirs::DIR_FD_TTL`] (the mount's lower,
@@ -145,13 +148,18 @@ impl Lower {
     /// A lower rooted at a directory fd already opened without following links (for example a
     /// git dir opened through another `Lower`), so later calls address names inside it only.
     pub fn from_fd(root: OwnedFd) -> Lower {
-        Lower { root, stale_pages: None, dirs: None }
+        Lower { root, stale_pages: None, dirs: None, changes: Default::default() }
     }
 
     /// Another handle on the same root (for a background thread).
     pub fn try_clone(&self) -> io::Result<Lower> {
         // Without kept directories: only the mount's own calls see the barriers that forget them.
-        Ok(Lower { root: self.root.try_clone()?, stale_pages: self.stale_pages.clone(), dirs: None })
+        Ok(Lower {
+            root: self.root.try_clone()?,
+            stale_pages: self.stale_pages.clone(),
+            dirs: None,
+            changes: self.changes.clone(),
+        })
     }
 
     /// The root directory fd.
@@ -184,7 +192,17 @@ impl Lower {
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
         let a = self.at_for_open_beneath(rel)?;
-        open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode)
+        let r = open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode);
+        if flags & libc::O_CREAT != 0 {
+            self.changes.created(rel);
+        }
+        r
+    }
+
+    /// The generation of names that could create `rel` (`crate::lower_changes`): read before a
+    /// refresh, compared when its "missing" is recalled.
+    pub fn name_generation(&self, rel: &CStr) -> u64 {
+        self.changes.generation(rel)
     }
 
     /// `mkdirat`.
@@ -194,6 +212,7 @@ impl Lower {
         let r = cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop);
         // A directory kept at this path was one the host removed.
         self.forget_under(rel);
+        self.changes.created(rel);
         r
     }
 
@@ -201,22 +220,28 @@ impl Lower {
     pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
         let a = self.at(rel)?;
         // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
-            .map(drop)
+        let r = cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
+            .map(drop);
+        self.changes.created(rel);
+        r
     }
 
     /// `symlinkat`.
     pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
         let a = self.at(rel)?;
         // SAFETY: valid fd and C strings.
-        cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop)
+        let r = cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop);
+        self.changes.created(rel);
+        r
     }
 
     /// `linkat` between two paths under the root, without following a symlink source.
     pub fn link(&self, old: &CStr, new: &CStr) -> io::Result<()> {
         let (a, b) = (self.at(old)?, self.at(new)?);
         // SAFETY: valid fds and C strings.
-        cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop)
+        let r = cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop);
+        self.changes.created(new);
+        r
     }
 
     /// `unlinkat`, for files (`dir == false`) or directories.
@@ -246,6 +271,7 @@ impl Lower {
         // Either name may be a directory (or replace one): what was kept at either path moved.
         self.forget_under(old);
         self.forget_under(new);
+        self.changes.any();
         r
     }
 
@@ -286,11 +312,29 @@ impl Lower {
     /// an entry that the forced revalidation then replaces: a lookup of an expired entry is an
     /// ordinary one, which a share that answers stale (the lab's fault model, ADR 0002) may
     /// answer with the old file; the link's lookup right after it is the forced one.
-    /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`).
-    /// Inside `refresh_scope::as_process`, that process's refresh of a moment ago stands in.
+    /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`);
+    /// a later one recalls what it learned. Inside `refresh_scope::as_process`, that process's
+    /// refresh of a moment ago stands in.
     pub fn refresh(&self, rel: &CStr) -> Seen {
-        if crate::refresh_scope::first_in_request(rel) && !crate::refresh_scope::spared_for_process(rel) {
-            self.refresh_again(rel)
+        use crate::refresh_scope::{self as scope, InRequest};
+        if let InRequest::Again(seen, generation) = scope::in_request(rel) {
+            return self.recalled(seen, generation, rel);
+        }
+        if scope::spared_for_process(rel) {
+            return Seen::Unknown;
+        }
+        let generation = self.name_generation(rel);
+        let seen = self.refresh_again(rel);
+        scope::learned(rel, seen, generation);
+        seen
+    }
+
+    /// What an earlier refresh of `rel` learned, as it stands now: "missing" while nothing made
+    /// through this lower could have created the name since (`generation`: read before that
+    /// refresh; ADR 0037), else unknown (the lower's entry, as that refresh left it, answers).
+    pub fn recalled(&self, seen: Seen, generation: u64, rel: &CStr) -> Seen {
+        if seen == Seen::Missing && self.name_generation(rel) == generation {
+            Seen::Missing
         } else {
             Seen::Unknown
         }

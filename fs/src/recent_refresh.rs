@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
+use crate::lower::Seen;
+
 /// The shortest window a process's refresh of a name stands in for the next: ADR 0020's fixed
 /// one. The window is the work-tree TTL within these bounds (ADR 0033: no older than the share's
 /// own cache would show it); 50 ms is shorter than one git process in a guest.
@@ -27,13 +29,24 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(1);
 const MAX_PIDS: usize = 64;
 const MAX_NAMES: usize = 256;
 
-/// The memo: per pid, the names refreshed, when, and under which lock epoch. Kept per pid so a
-/// hit (most of git's lookups) finds its name by comparison, without allocating a key.
+/// The memo: per pid, the names refreshed, when, under which lock epoch, and what the refresh
+/// learned. Kept per pid so a hit (most of git's lookups) finds its name by comparison, without
+/// allocating a key.
 #[derive(Debug)]
 pub struct RecentRefresh {
-    seen: DashMap<u32, Vec<(CString, Instant, u64)>>,
+    seen: DashMap<u32, Vec<Refreshed>>,
     epoch: AtomicU64,
     window: Duration,
+}
+
+/// One name's last refresh for one process.
+#[derive(Debug)]
+struct Refreshed {
+    path: CString,
+    when: Instant,
+    epoch: u64,
+    /// What it learned, and the lower's name generation read before it (ADR 0037).
+    learned: (Seen, u64),
 }
 
 impl Default for RecentRefresh {
@@ -56,8 +69,15 @@ impl RecentRefresh {
     /// True when `pid`'s lookup of `path` must refresh the lower first; records that it will.
     /// Pid 0 (a caller seamfs cannot name) always refreshes.
     pub fn needs(&self, pid: u32, path: &CStr) -> bool {
+        self.recall(pid, path).is_none()
+    }
+
+    /// None when `pid`'s lookup of `path` must refresh the lower first (recorded as made, its
+    /// answer unknown until [`RecentRefresh::learned`]); else what the refresh that stands in
+    /// learned, with the name generation read before it.
+    pub fn recall(&self, pid: u32, path: &CStr) -> Option<(Seen, u64)> {
         if pid == 0 {
-            return true;
+            return None;
         }
         let now = Instant::now();
         let epoch = self.epoch.load(Ordering::Acquire);
@@ -65,18 +85,27 @@ impl RecentRefresh {
             self.seen.clear();
         }
         let mut names = self.seen.entry(pid).or_default();
-        match names.iter_mut().find(|(p, _, _)| p.as_c_str() == path) {
-            Some((_, when, e)) if *e == epoch && now.duration_since(*when) < self.window => false,
-            Some(seen) => {
-                (seen.1, seen.2) = (now, epoch);
-                true
+        match names.iter_mut().find(|r| r.path.as_c_str() == path) {
+            Some(r) if r.epoch == epoch && now.duration_since(r.when) < self.window => Some(r.learned),
+            Some(r) => {
+                (r.when, r.epoch, r.learned) = (now, epoch, (Seen::Unknown, 0));
+                None
             }
             None => {
                 if names.len() >= MAX_NAMES {
                     names.clear();
                 }
-                names.push((path.to_owned(), now, epoch));
-                true
+                names.push(Refreshed { path: path.to_owned(), when: now, epoch, learned: (Seen::Unknown, 0) });
+                None
+            }
+        }
+    }
+
+    /// What `pid`'s refresh of `path` (recorded by [`RecentRefresh::recall`]) found.
+    pub fn learned(&self, pid: u32, path: &CStr, seen: Seen, generation: u64) {
+        if let Some(mut names) = self.seen.get_mut(&pid) {
+            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
+                r.learned = (seen, generation);
             }
         }
     }
@@ -125,6 +154,17 @@ mod tests {
         assert!(r.needs(7, c".git/HEAD"));
         std::thread::sleep(Duration::from_millis(100));
         assert!(!r.needs(7, c".git/HEAD"), "within 300 ms the refresh still stands");
+    }
+
+    #[test]
+    fn a_spared_lookup_recalls_what_the_refresh_learned() {
+        let r = RecentRefresh::default();
+        assert_eq!(r.recall(7, c".git/MERGE_HEAD"), None, "the first look refreshes");
+        r.learned(7, c".git/MERGE_HEAD", Seen::Missing, 3);
+        assert_eq!(r.recall(7, c".git/MERGE_HEAD"), Some((Seen::Missing, 3)));
+        r.barrier();
+        assert_eq!(r.recall(7, c".git/MERGE_HEAD"), None, "a lock barrier forgets it");
+        assert_eq!(r.recall(7, c".git/MERGE_HEAD"), Some((Seen::Unknown, 0)), "until the next refresh says, nothing is known");
     }
 
     #[test]

@@ -10,11 +10,13 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
+use crate::lower::Seen;
 use crate::recent_refresh::RecentRefresh;
 
 thread_local! {
-    /// The names refreshed so far in this thread's current request; None outside a request.
-    static REFRESHED: RefCell<Option<Vec<CString>>> = const { RefCell::new(None) };
+    /// The names refreshed so far in this thread's current request, with what each refresh
+    /// learned and the name's generation before it; None outside a request.
+    static REFRESHED: RefCell<Option<Vec<(CString, Seen, u64)>>> = const { RefCell::new(None) };
     /// The process whose per-process memo spares refreshes made for it ([`as_process`]).
     static FOR_PROCESS: RefCell<Option<(u32, Arc<RecentRefresh>)>> = const { RefCell::new(None) };
 }
@@ -59,14 +61,53 @@ impl Drop for RefreshScope {
     }
 }
 
+/// What the current request knows of a name's refresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InRequest {
+    /// Not serving a request: every refresh is made.
+    Outside,
+    /// The name's first refresh in this request (now recorded as made).
+    First,
+    /// Refreshed earlier in this request: what that refresh learned, and the name's generation
+    /// read before it (ADR 0037).
+    Again(Seen, u64),
+}
+
+/// Whether `rel` was refreshed in this request already; records it as refreshed when not.
+pub fn in_request(rel: &CStr) -> InRequest {
+    REFRESHED.with(|r| match &mut *r.borrow_mut() {
+        None => InRequest::Outside,
+        Some(seen) => match seen.iter().find(|s| s.0.as_c_str() == rel) {
+            Some(s) => InRequest::Again(s.1, s.2),
+            None => {
+                seen.push((rel.to_owned(), Seen::Unknown, 0));
+                InRequest::First
+            }
+        },
+    })
+}
+
 /// True when `rel` must be refreshed now: outside a request, or its first refresh in this one.
 pub fn first_in_request(rel: &CStr) -> bool {
-    REFRESHED.with(|r| match &mut *r.borrow_mut() {
-        None => true,
-        Some(seen) if seen.iter().any(|s| s.as_c_str() == rel) => false,
-        Some(seen) => {
-            seen.push(rel.to_owned());
-            true
+    !matches!(in_request(rel), InRequest::Again(..))
+}
+
+/// Waits `d` inside a request that polls the share: what the request learned before the wait is
+/// forgotten, so every look after it refreshes again (a name found missing may be back).
+pub fn pause(d: std::time::Duration) {
+    std::thread::sleep(d);
+    REFRESHED.with(|r| {
+        if let Some(seen) = r.borrow_mut().as_mut() {
+            seen.clear();
+        }
+    });
+}
+
+/// What the refresh of `rel` in this request found (`generation`: read before it).
+pub fn learned(rel: &CStr, seen: Seen, generation: u64) {
+    REFRESHED.with(|r| {
+        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.0.as_c_str() == rel)) {
+            (s.1, s.2) = (seen, generation);
         }
     })
 }
@@ -74,8 +115,10 @@ pub fn first_in_request(rel: &CStr) -> bool {
 /// Records `rel` as refreshed in this request without refreshing it: the process's refresh of a
 /// moment ago stands in (`crate::recent_refresh`), so the guard's read of the same name in this
 /// request sees what the lookup saw instead of forcing the round trip the memo spared.
-pub fn spare(rel: &CStr) {
-    first_in_request(rel);
+pub fn spare(rel: &CStr, seen: Seen, generation: u64) {
+    if in_request(rel) == InRequest::First {
+        learned(rel, seen, generation);
+    }
 }
 
 #[cfg(test)]
@@ -95,8 +138,13 @@ mod tests {
         assert!(first_in_request(c"a"), "the scope ended with the request");
         let _r = RefreshScope::begin();
         assert!(first_in_request(c"a"), "a new request refreshes again");
-        spare(c"c");
+        spare(c"c", Seen::Missing, 4);
         assert!(!first_in_request(c"c"), "a spared name is not refreshed again in its request");
+        assert_eq!(in_request(c"c"), InRequest::Again(Seen::Missing, 4), "what the memo learned is recalled");
+        learned(c"a", Seen::Present, 2);
+        assert_eq!(in_request(c"a"), InRequest::Again(Seen::Present, 2));
+        pause(std::time::Duration::ZERO);
+        assert_eq!(in_request(c"c"), InRequest::First, "after a pause the request refreshes again");
     }
 
     #[test]

@@ -194,7 +194,7 @@ impl<L: Layer> Core<L> {
             if !held_by_host || Instant::now() >= deadline {
                 return;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            crate::refresh_scope::pause(Duration::from_millis(5));
             self.lower.refresh_again(path);
         }
     }
@@ -266,7 +266,7 @@ impl<L: Layer> Core<L> {
         }
         let deadline = Instant::now() + self.opts.lock_wait;
         while Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
+            crate::refresh_scope::pause(Duration::from_millis(10));
             self.lower.refresh_again(&child.path);
             if let Ok(st) = self.lower.stat(&child.path) {
                 return Ok(Some(st));
@@ -302,7 +302,7 @@ impl<L: Layer> Core<L> {
                 warn!(gitdir = %gitdir.display(), branch = %name, "refused to lock a branch that reads as absent but has a reflog (it has commits); nothing was changed, run the command again");
                 return Err(Errno::EBUSY);
             }
-            std::thread::sleep(Duration::from_millis(10));
+            crate::refresh_scope::pause(Duration::from_millis(10));
         }
         Ok(())
     }

@@ -276,7 +276,7 @@ impl<L: Layer> Core<L> {
                     return Some(fd);
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(10));
+                    crate::refresh_scope::pause(Duration::from_millis(10));
                 }
                 Err(_) => return None,
             }

@@ -273,12 +273,20 @@ impl<L: Layer> Core<L> {
 
     /// Refreshes live name `path` for process `pid` unless that process refreshed it a moment
     /// ago (ADR 0020); then the rest of this request reads it as that refresh left it.
+    /// A name it found missing stays missing for that process while nothing made through seamfs
+    /// could have created it (ADR 0037).
     pub(crate) fn refresh_for(&self, pid: u32, path: &CStr) -> Seen {
-        if self.recent_refresh.needs(pid, path) {
-            self.lower.refresh(path)
-        } else {
-            crate::refresh_scope::spare(path);
-            Seen::Unknown
+        match self.recent_refresh.recall(pid, path) {
+            None => {
+                let generation = self.lower.name_generation(path);
+                let seen = self.lower.refresh(path);
+                self.recent_refresh.learned(pid, path, seen, generation);
+                seen
+            }
+            Some((seen, generation)) => {
+                crate::refresh_scope::spare(path, seen, generation);
+                self.lower.recalled(seen, generation, path)
+            }
         }
     }
 

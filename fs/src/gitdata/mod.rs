@@ -147,7 +147,7 @@ pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<
             // its O_DIRECT open read the server's current file (`crate::lower_cache`).
             (Some((fd, st)), Some(_)) if lower.stale_pages().is_some() => return read_meta(fd, &st).map(Some),
             // Stale: the refresh on the next try is a forced revalidation.
-            _ => std::thread::sleep(std::time::Duration::from_millis(5)),
+            _ => crate::refresh_scope::pause(std::time::Duration::from_millis(5)),
         }
     }
     Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{} reads stale on the share", rel.display())))

@@ -159,7 +159,7 @@ pub fn ensure_index_box(lower: &Lower, gitdir: &Path, names: &BoxNames, owner: N
         if Instant::now() >= deadline {
             break;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        crate::refresh_scope::pause(Duration::from_millis(20));
     }
     if let Some(bad) = last_bad {
         warn!(gitdir = %gitdir.display(), problem = %bad, "shared index unusable; seeding index-box from HEAD's tree");

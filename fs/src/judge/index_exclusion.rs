@@ -66,7 +66,7 @@ impl IndexExclusion {
                     return;
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5));
+                    crate::refresh_scope::pause(Duration::from_millis(5));
                     lower.refresh_again(&shared);
                 }
                 Err(e) => {

@@ -49,6 +49,32 @@ fn seamfs_over_repo(tag: &str, args: &[&str]) -> OverRepo {
     OverRepo { m, host, _dirs: (backing, mnt) }
 }
 
+/// seamfs over the fast share (`seam-lab share --fast`) over a backing dir that holds [`repo`].
+/// Fields drop in order: seamfs, then the share, then the directories.
+struct OverFastShare {
+    m: Mount,
+    s: Mount,
+    _dirs: (TempDir, TempDir, TempDir),
+}
+
+fn seamfs_over_fast_share(tag: &str) -> OverFastShare {
+    let backing = TempDir::new(&format!("rt-{tag}-backing"));
+    let share = TempDir::new(&format!("rt-{tag}-share"));
+    let mnt = TempDir::new(&format!("rt-{tag}-mnt"));
+    repo(backing.path());
+    let s = Mount::fast_share(backing.path(), share.path(), &[]);
+    let m = Mount::seamfs(s.path(), mnt.path(), &["--ttl", "1"]);
+    OverFastShare { m, s, _dirs: (backing, share, mnt) }
+}
+
+impl OverFastShare {
+    /// Unmounts both, failing on a problem (dropping only logs it).
+    fn unmount(self) {
+        self.m.unmount();
+        self.s.unmount();
+    }
+}
+
 /// Git stats `config` and `HEAD` right after each lookup; every GETATTR used to force its own
 /// revalidation on the share. One process stating a live name again and again now pays one
 /// refresh per window (the work-tree TTL, ADR 0033; the bound allows one per 50 ms), not one
@@ -173,16 +199,11 @@ fn a_process_looking_its_index_up_again_refreshes_nothing() {
 /// share that keeps no negative entries (virtiofsd, the fast share) each probe cost three or four.
 #[test]
 fn a_missing_live_name_costs_the_share_only_its_refresh() {
-    let backing = TempDir::new("rt-miss-backing");
-    let share = TempDir::new("rt-miss-share");
-    let mnt = TempDir::new("rt-miss-mnt");
-    repo(backing.path());
-    let s = Mount::fast_share(backing.path(), share.path(), &[]);
-    let m = Mount::seamfs(s.path(), mnt.path(), &["--ttl", "1"]);
-    let gitdir = m.join("repo/.git");
+    let f = seamfs_over_fast_share("miss");
+    let gitdir = f.m.join("repo/.git");
     let names = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE", "HEAD.lock", "config.lock", "packed-refs.lock", "ORIG_HEAD.lock"];
     sys::lstat(&gitdir.join("HEAD")).expect("lstat HEAD (walks the git dir first)");
-    let trace = FuseRequests::of(s.path(), "missing");
+    let trace = FuseRequests::of(f.s.path(), "missing");
     for n in names {
         assert_eq!(sys::lstat(&gitdir.join(n)).map(drop), Err(sys::Errno(libc::ENOENT)), "{n} must read missing");
     }
@@ -195,8 +216,91 @@ fn a_missing_live_name_costs_the_share_only_its_refresh() {
     // git dir's own entry may expire (TTL 1 s) and be looked up once more.
     assert!(lookups <= 2 * n + 2, "{lookups} LOOKUPs on the share for {n} missing names: more than two each");
     drop(trace);
-    m.unmount();
-    s.unmount();
+    f.unmount();
+}
+
+/// A missing live name one process looks up again costs the share nothing more (ADR 0037): its
+/// refresh's "missing" stands for the window, as a present name's refresh does. Git probes
+/// `MERGE_HEAD`, `CHERRY_PICK_HEAD` and the like, and every ref name its DWIM rules try, several
+/// times in one command; on a share without negative entries each later look was one more
+/// LOOKUP on the share's server.
+#[test]
+fn a_missing_live_name_looked_up_again_costs_the_share_nothing() {
+    let f = seamfs_over_fast_share("miss2");
+    let gitdir = f.m.join("repo/.git");
+    let names = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "refs/tags/HEAD", "refs/remotes/HEAD"];
+    const ROUNDS: u64 = 5;
+    let n = names.len() as u64;
+    let round = || {
+        for name in names {
+            assert_eq!(sys::lstat(&gitdir.join(name)).map(drop), Err(sys::Errno(libc::ENOENT)), "{name} must read missing");
+        }
+    };
+    // Rounds that outlast the window (1 s) refresh each name once more: measured again.
+    for attempt in 0..3 {
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        round();
+        let t = Instant::now();
+        let trace = FuseRequests::of(f.s.path(), &format!("miss2-{attempt}"));
+        for _ in 0..ROUNDS {
+            round();
+        }
+        let (again, all) = trace.count("FUSE_LOOKUP");
+        let elapsed = t.elapsed();
+        eprintln!("{ROUNDS} more rounds of {n} missing names in {elapsed:?}: {again} LOOKUPs, {all} requests on the share ({:?})", trace.counts());
+        // Past the window the same process asks the server again: the count counts.
+        trace.clear();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        round();
+        let (later, _) = trace.count("FUSE_LOOKUP");
+        eprintln!("a round past the window: {later} LOOKUPs ({:?})", trace.counts());
+        if elapsed >= std::time::Duration::from_millis(900) {
+            continue;
+        }
+        assert!(later >= n, "{later} LOOKUPs for {n} names past the window: each must reach the share's server, or the count is not counting");
+        // At most a directory entry that expired meanwhile; no name asked again.
+        assert!(again <= 2, "{again} LOOKUPs on the share for {ROUNDS} more rounds of {n} missing names: the rounds asked again");
+        drop(trace);
+        f.unmount();
+        return;
+    }
+    panic!("every attempt outlasted the window: the machine is too loaded for this count");
+}
+
+/// What the box makes through seamfs is seen at once by a process whose refresh found the name
+/// missing a moment before (ADR 0037: a create, link or rename through the lower moves the
+/// name's generation, and the recalled "missing" no longer stands); what the host makes is seen
+/// by the next command at once, and by the same process after the window.
+#[test]
+fn a_name_found_missing_is_seen_once_the_box_or_the_host_makes_it() {
+    let f = seamfs_over_repo("miss3", &["--ttl", "1"]);
+    let gitdir = f.m.join("repo/.git");
+    let missing = |name: &str| sys::lstat(&gitdir.join(name)).map(drop) == Err(sys::Errno(libc::ENOENT));
+    // Created by the box.
+    assert!(missing("MERGE_HEAD"));
+    std::fs::write(gitdir.join("MERGE_HEAD"), "0000000000000000000000000000000000000000\n").expect("create MERGE_HEAD");
+    assert!(!missing("MERGE_HEAD"), "MERGE_HEAD, which this process just created, reads missing");
+    // Renamed into place by the box.
+    assert!(missing("refs/heads/made"));
+    let head = std::fs::read_to_string(f.host.join(".git/refs/heads/master"))
+        .or_else(|_| std::fs::read_to_string(f.host.join(".git/refs/heads/main")))
+        .expect("read the branch");
+    std::fs::write(gitdir.join("made.tmp"), &head).expect("write made.tmp");
+    std::fs::rename(gitdir.join("made.tmp"), gitdir.join("refs/heads/made")).expect("rename made.tmp");
+    assert!(!missing("refs/heads/made"), "a branch this process just renamed into place reads missing");
+    // Linked by the box.
+    assert!(missing("CHERRY_PICK_HEAD"));
+    std::fs::write(gitdir.join("pick.tmp"), &head).expect("write pick.tmp");
+    sys::link(&gitdir.join("pick.tmp"), &gitdir.join("CHERRY_PICK_HEAD")).expect("link CHERRY_PICK_HEAD");
+    assert!(!missing("CHERRY_PICK_HEAD"), "a name this process just linked reads missing");
+    // Made by the host: the next command sees it at once; this process, after the window.
+    assert!(missing("REVERT_HEAD"));
+    std::fs::write(f.host.join(".git/REVERT_HEAD"), &head).expect("host writes REVERT_HEAD");
+    let git = Git::new();
+    let seen = git.run(&f.m.join("repo"), &["rev-parse", "-q", "--verify", "REVERT_HEAD"]);
+    assert_eq!(seen.trim(), head.trim(), "a new box command must see the host's REVERT_HEAD at once");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    assert!(!missing("REVERT_HEAD"), "past the window this process must see the host's REVERT_HEAD");
 }
 
 /// A box command opens on the share what git opens and no more (ADR 0031): seamfs's own reads
