@@ -87,11 +87,6 @@ pub fn in_request(rel: &CStr) -> InRequest {
     })
 }
 
-/// True when `rel` must be refreshed now: outside a request, or its first refresh in this one.
-pub fn first_in_request(rel: &CStr) -> bool {
-    !matches!(in_request(rel), InRequest::Again(..))
-}
-
 /// Waits `d` inside a request that polls the share: what the request learned before the wait is
 /// forgotten, so every look after it refreshes again (a name found missing may be back).
 pub fn pause(d: std::time::Duration) {
@@ -124,6 +119,11 @@ pub fn spare(rel: &CStr, seen: Seen, generation: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// True when `rel` must be refreshed now: outside a request, or its first refresh in this one.
+    fn first_in_request(rel: &CStr) -> bool {
+        !matches!(in_request(rel), InRequest::Again(..))
+    }
 
     #[test]
     fn one_refresh_per_name_per_request() {
