@@ -161,7 +161,7 @@ struct RunArgs {
     #[arg(long)]
     duration: Option<f64>,
     /// Operation count of count-bound scenarios (index-poller 500 commits, kill9 200 attempts,
-    /// config 1000 keys per side, ide 200 box commits).
+    /// config 1000 keys per side, ide 200 box commits, packed-refs 60 host repacks).
     #[arg(long)]
     ops: Option<usize>,
     /// How often the host commits in host-commits, in ms (default 100; the anchor measured its
@@ -196,7 +196,7 @@ impl RunArgs {
 // The race's seed also drives the scenario.
 #[command(mut_arg("seed", |a| a.help("Seed of the fault windows and of the scenario's random choices (kill points)")))]
 struct RaceArgs {
-    /// index-poller, host-commits, kill9, config, autostash, clients or ide.
+    /// index-poller, host-commits, kill9, config, autostash, clients, ide or packed-refs.
     scenario: seam_lab::race::Scenario,
     #[command(flatten)]
     run: RunArgs,

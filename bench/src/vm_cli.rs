@@ -96,7 +96,7 @@ struct VmBenchArgs {
 
 #[derive(clap::Args, Debug)]
 struct VmRaceArgs {
-    /// host-commits, index-poller, ide, kill9 or config.
+    /// host-commits, index-poller, ide, kill9, config or packed-refs.
     scenario: Scenario,
     /// How the guest sees the host's directory (comma-separated, or `all`): virtiofs,
     /// virtiofs-nofh (no file handles, as a macOS host), 9p-loose, 9p-mmap.

@@ -24,6 +24,7 @@ pub mod host_commits;
 pub mod ide;
 pub mod index_poller;
 pub mod kill9;
+pub mod packed_refs;
 pub mod repo;
 pub mod rig;
 
@@ -83,11 +84,13 @@ pub enum Scenario {
     /// The host as an IDE (`git add -A`, `git status` every 200 ms, a commit every second) while
     /// the box commits.
     Ide,
+    /// The host tags and repacks its refs while the box lists them.
+    PackedRefs,
 }
 
 impl Scenario {
     /// Every scenario, in the order `race all` would run them.
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 8] = [
         Scenario::IndexPoller,
         Scenario::HostCommits,
         Scenario::Kill9,
@@ -95,6 +98,7 @@ impl Scenario {
         Scenario::Autostash,
         Scenario::Clients,
         Scenario::Ide,
+        Scenario::PackedRefs,
     ];
 
     /// The command-line name.
@@ -107,6 +111,7 @@ impl Scenario {
             Scenario::Autostash => "autostash",
             Scenario::Clients => "clients",
             Scenario::Ide => "ide",
+            Scenario::PackedRefs => "packed-refs",
         }
     }
 }
@@ -118,7 +123,7 @@ impl std::str::FromStr for Scenario {
         Scenario::ALL
             .into_iter()
             .find(|x| x.name() == s)
-            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients, ide"))
+            .ok_or_else(|| format!("unknown scenario {s:?}: expected one of index-poller, host-commits, kill9, config, autostash, clients, ide, packed-refs"))
     }
 }
 
@@ -281,6 +286,7 @@ fn run_target(
         Scenario::HostCommits => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| host_commits::run(r, s, p)),
         Scenario::Kill9 => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| kill9::run(r, s, p)),
         Scenario::Config => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, _| config::run(r, p)),
+        Scenario::PackedRefs => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, _| packed_refs::run(r, p)),
         Scenario::Autostash => staged(root, logs, target, share, autostash::prepare, |r, s| autostash::run(r, s, p)),
         Scenario::Clients => staged(root, logs, target, share, |h, _| clients::prepare(h), clients::run),
         Scenario::Ide => staged(root, logs, target, share, |h, _| repo::seed_repo(h), |r, s| ide::run(r, s, p)),

@@ -19,7 +19,7 @@ use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
 use crate::lab::LabError;
 use crate::race::figures::{Figures, RaceReport, TargetRun};
 use crate::race::rig::Rig;
-use crate::race::{config, host_commits, ide, index_poller, kill9, repo, Params, Scenario, Target};
+use crate::race::{config, host_commits, ide, index_poller, kill9, packed_refs, repo, Params, Scenario, Target};
 
 /// What `vm race` was asked.
 #[derive(Debug, Clone)]
@@ -55,7 +55,8 @@ pub struct ModeReport {
 
 /// The scenarios a guest can run (those that start from the lab's seed repository and drive the
 /// box only through git and file writes).
-pub const GUEST_SCENARIOS: [Scenario; 5] = [Scenario::HostCommits, Scenario::IndexPoller, Scenario::Ide, Scenario::Kill9, Scenario::Config];
+pub const GUEST_SCENARIOS: [Scenario; 6] =
+    [Scenario::HostCommits, Scenario::IndexPoller, Scenario::Ide, Scenario::Kill9, Scenario::Config, Scenario::PackedRefs];
 
 /// Runs every share mode, prints each report; the reports.
 pub fn run(opts: &VmRaceOptions) -> Result<Vec<ModeReport>, LabError> {
@@ -166,6 +167,7 @@ fn body(s: Scenario, rig: &Rig, seed: &repo::Seed, p: &Params) -> Result<Figures
         Scenario::Ide => ide::run(rig, seed, p),
         Scenario::Kill9 => kill9::run(rig, seed, p),
         Scenario::Config => config::run(rig, p),
+        Scenario::PackedRefs => packed_refs::run(rig, p),
         other => Err(LabError::new("vm race", &rig.host, format!("{} is not run in a guest", other.name()))),
     }
 }

@@ -216,6 +216,18 @@ fn config_writes_from_both_sides_keep_every_key() {
     r.control_fails("keys_lost");
 }
 
+/// The host tags and repacks (`pack-refs --all`, each a new `packed-refs` by rename) while the
+/// box lists its tags: through seamfs every listing runs and none misses a tag packed before it
+/// started. The control (the emulator's 1 s TTL) lists old generations reliably.
+#[test]
+fn packed_refs_repacked_by_the_host_read_whole_and_fresh() {
+    let r = race("packed-refs", &["--ops", "30", "--host-period-ms", "20"]);
+    r.seamfs_zero(&["packed_refs_read_failed", "packed_refs_stale"]);
+    let (ran, tried) = r.landed("seamfs", "box_listings");
+    assert!(tried >= 5 && ran == tried, "seamfs: {ran} of {tried} box listings succeeded; at least 5 must have run during the repacks");
+    r.control_fails("packed_refs_stale");
+}
+
 /// Host `pull --rebase --autostash` racing box commits: no work lost through seamfs. The
 /// control loses box commits or host lines in some runs and not in others at this length:
 /// printed, not asserted. Box commits made while the host's rebase is in progress are refused
