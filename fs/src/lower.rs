@@ -82,6 +82,28 @@ impl Lower {
         }
     }
 
+    /// Forgets the kept parent of `rel`; true when there was one (ADR 0035).
+    fn forget_parent(&self, rel: &CStr) -> bool {
+        let Some(d) = &self.dirs else { return false };
+        let b = rel.to_bytes();
+        let Some(parent) = b.iter().rposition(|&c| c == b'/').map(|i| &b[..i]) else { return false };
+        let kept = d.get(parent).is_some();
+        if kept {
+            d.forget_under(parent);
+        }
+        kept
+    }
+
+    /// `create` of `rel`, made again from a freshly opened parent when it met ENOENT through a
+    /// kept one: the host removed that directory since it was kept (and may have made it anew).
+    /// A box create must not fail on a directory the box itself can see (ADR 0035).
+    fn creating<T>(&self, rel: &CStr, create: impl Fn() -> io::Result<T>) -> io::Result<T> {
+        match create() {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && self.forget_parent(rel) => create(),
+            r => r,
+        }
+    }
+
     /// Addresses `rel` for a `*at` call (`crate::lower_at::at`), from a kept parent directory
     /// when there is one.
     fn at<'a>(&self, rel: &'a CStr) -> io::Result<At<'a>> {
@@ -191,11 +213,15 @@ impl Lower {
 
     /// Opens a path relative to the root without following any symlink.
     pub fn open_at(&self, rel: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
-        let a = self.at_for_open_beneath(rel)?;
-        let r = open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode);
-        if flags & libc::O_CREAT != 0 {
-            self.changes.created(rel);
+        let open = || {
+            let a = self.at_for_open_beneath(rel)?;
+            open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode)
+        };
+        if flags & libc::O_CREAT == 0 {
+            return open();
         }
+        let r = self.creating(rel, open);
+        self.changes.created(rel);
         r
     }
 
@@ -207,9 +233,11 @@ impl Lower {
 
     /// `mkdirat`.
     pub fn mkdir(&self, rel: &CStr, mode: u32) -> io::Result<()> {
-        let a = self.at(rel)?;
-        // SAFETY: valid fd and C string.
-        let r = cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop);
+        let r = self.creating(rel, || {
+            let a = self.at(rel)?;
+            // SAFETY: valid fd and C string.
+            cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop)
+        });
         // A directory kept at this path was one the host removed.
         self.forget_under(rel);
         self.changes.created(rel);
@@ -218,19 +246,22 @@ impl Lower {
 
     /// `mknodat`.
     pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
-        let a = self.at(rel)?;
-        // SAFETY: valid fd and C string.
-        let r = cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) })
-            .map(drop);
+        let r = self.creating(rel, || {
+            let a = self.at(rel)?;
+            // SAFETY: valid fd and C string.
+            cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) }).map(drop)
+        });
         self.changes.created(rel);
         r
     }
 
     /// `symlinkat`.
     pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
-        let a = self.at(rel)?;
-        // SAFETY: valid fd and C strings.
-        let r = cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop);
+        let r = self.creating(rel, || {
+            let a = self.at(rel)?;
+            // SAFETY: valid fd and C strings.
+            cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop)
+        });
         self.changes.created(rel);
         r
     }

@@ -469,3 +469,26 @@ fn reading_a_live_ref_sends_no_flush() {
     drop(trace);
     f.m.unmount();
 }
+
+/// A parent directory kept a moment (ADR 0035) that the host removes and makes anew does not
+/// fail the box's next create in it. The kept fd is of the removed directory, where a create
+/// meets ENOENT; seamfs answered ESTALE, the kernel walked the path again, and the create met the
+/// same kept fd: the box got "Stale file handle" (`races::autostash_pull_vs_box_commits`, whose
+/// host rebase removes and remakes the box's directory, failed so in CI).
+#[test]
+fn a_create_in_a_directory_the_host_made_anew_succeeds() {
+    let f = seamfs_over_repo("remade", &["--ttl", "1"]);
+    let (boxed, host) = (f.m.join("repo/d"), f.host.join("d"));
+    std::fs::create_dir(&host).expect("the host makes d");
+    for round in 0..5 {
+        std::fs::write(boxed.join(format!("a{round}")), "box\n").expect("the box creates a file in d");
+        std::fs::remove_dir_all(&host).expect("the host removes d");
+        std::fs::create_dir(&host).expect("the host makes d anew");
+        let b = boxed.join(format!("b{round}"));
+        if let Err(e) = std::fs::write(&b, "box\n") {
+            panic!("round {round}: the box's create in the directory the host made anew failed: {e}");
+        }
+        assert_eq!(std::fs::read_to_string(host.join(format!("b{round}"))).ok().as_deref(), Some("box\n"), "round {round}: the file is not in the host's d");
+    }
+}
+
