@@ -41,6 +41,11 @@ pub struct Lower {
     changes: std::sync::Arc<NameChanges>,
 }
 
+/// The parent of a lower-relative path (None for a name in the root): the key of a kept parent.
+fn parent_of(rel: &[u8]) -> Option<&[u8]> {
+    rel.iter().rposition(|&c| c == b'/').map(|i| &rel[..i])
+}
+
 /// A zeroed `stat`, to be filled by the kernel.
 pub fn empty_stat() -> libc::stat {
     // SAFETY: `stat` is plain old data; all-zero is a valid value.
@@ -85,8 +90,7 @@ impl Lower {
     /// Forgets the kept parent of `rel`; true when there was one (ADR 0035).
     fn forget_parent(&self, rel: &CStr) -> bool {
         let Some(d) = &self.dirs else { return false };
-        let b = rel.to_bytes();
-        let Some(parent) = b.iter().rposition(|&c| c == b'/').map(|i| &b[..i]) else { return false };
+        let Some(parent) = parent_of(rel.to_bytes()) else { return false };
         let kept = d.get(parent).is_some();
         if kept {
             d.forget_under(parent);
@@ -123,10 +127,7 @@ impl Lower {
     /// Addresses `rel` for [`open_beneath`]: from a kept parent directory when there is one,
     /// else the whole path from the root when it fits one call (no parent opened just for it).
     fn at_for_open_beneath<'a>(&self, rel: &'a CStr) -> io::Result<At<'a>> {
-        let kept = self.dirs.as_ref().and_then(|d| {
-            let b = rel.to_bytes();
-            b.iter().rposition(|&c| c == b'/').and_then(|i| d.get(&b[..i]))
-        });
+        let kept = self.dirs.as_ref().and_then(|d| parent_of(rel.to_bytes()).and_then(|p| d.get(p)));
         match kept {
             Some(fd) => at_with(self.root_fd(), rel, |_| Ok(fd)),
             None => crate::lower_at::at_for_open_beneath(self.root_fd(), rel),
