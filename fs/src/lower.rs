@@ -98,12 +98,14 @@ impl Lower {
         kept
     }
 
-    /// `create` of `rel`, made again from a freshly opened parent when it met ENOENT through a
-    /// kept one: the host removed that directory since it was kept (and may have made it anew).
-    /// A box create must not fail on a directory the box itself can see (ADR 0035).
+    /// `create` of `rel`, made again from a freshly opened parent when it met ENOENT or ESTALE
+    /// through a kept one: the host removed that directory since it was kept (and may have made
+    /// it anew). A box create must not fail on a directory the box itself can see (ADR 0035). A
+    /// share answers ESTALE for a directory its server lost, and its kernel cannot walk again
+    /// from a directory fd.
     fn creating<T>(&self, rel: &CStr, create: impl Fn() -> io::Result<T>) -> io::Result<T> {
         match create() {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && self.forget_parent(rel) => create(),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) && self.forget_parent(rel) => create(),
             r => r,
         }
     }

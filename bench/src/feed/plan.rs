@@ -2,7 +2,7 @@
 //! (so no kind of edit always comes first after a quiet spell), each stamped the moment its
 //! syscall returned, on a clock the box-side reader shares.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long the box side waits, after its warm-up, before the first edit.
@@ -14,12 +14,14 @@ pub struct Stamps {
     base: Instant,
     /// Nanoseconds since `base`, plus one; 0 while not made.
     at: Vec<AtomicU64>,
+    /// Whether each edit's syscall has been entered: news of it can come before it returns.
+    begun: Vec<AtomicBool>,
 }
 
 impl Stamps {
     /// `n` edits, none made yet.
     pub fn new(n: usize) -> Stamps {
-        Stamps { base: Instant::now(), at: (0..n).map(|_| AtomicU64::new(0)).collect() }
+        Stamps { base: Instant::now(), at: (0..n).map(|_| AtomicU64::new(0)).collect(), begun: (0..n).map(|_| AtomicBool::new(false)).collect() }
     }
 
     /// The shared clock: time since the stamps were made.
@@ -30,6 +32,16 @@ impl Stamps {
     /// Edit `i` was just made.
     pub fn mark(&self, i: usize) {
         self.at[i].store(self.now().as_nanos() as u64 + 1, Ordering::Release);
+    }
+
+    /// Edit `i` is about to be made.
+    pub fn begin(&self, i: usize) {
+        self.begun[i].store(true, Ordering::Release);
+    }
+
+    /// Whether edit `i` has been started (an event of it may arrive before its stamp).
+    pub fn begun(&self, i: usize) -> bool {
+        self.begun[i].load(Ordering::Acquire)
     }
 
     /// When edit `i` was made, if it was.
@@ -59,6 +71,7 @@ pub fn order(n: usize) -> Vec<usize> {
 pub fn make_edits(stamps: &Stamps, gap: Duration, edit: impl Fn(usize) -> std::io::Result<()>) -> Result<(), String> {
     std::thread::sleep(SETTLE);
     for i in order(stamps.at.len()) {
+        stamps.begin(i);
         edit(i).map_err(|e| format!("host edit {i}: {e}"))?;
         stamps.mark(i);
         std::thread::sleep(gap);

@@ -183,6 +183,7 @@ pub fn run(rig: &Rig, plan: &Plan, gap: Duration) -> Result<(Vec<Arrival>, Extra
         }
     }
     let stamps = Stamps::new(plan.changes.len());
+    // When news of each change (and of a rename's second name) first came, on the stamps' clock.
     let mut got: Vec<[Option<Duration>; 2]> = vec![[None; 2]; plan.changes.len()];
     let mut extra = Extra::default();
     let host = std::thread::scope(|s| {
@@ -200,10 +201,10 @@ pub fn run(rig: &Rig, plan: &Plan, gap: Duration) -> Result<(Vec<Arrival>, Extra
                     extra.on_dir += usize::from(name.is_empty());
                     continue;
                 };
-                let now = stamps.now();
-                // An event before the change was made is not news of it.
-                if let (Some(made), None) = (stamps.made(i), got[i][part]) {
-                    got[i][part] = Some(now.saturating_sub(made));
+                // An event before the change was begun is not news of it; one that comes while
+                // the host's syscall has not yet returned (and been stamped) is, at latency 0.
+                if stamps.begun(i) && got[i][part].is_none() {
+                    got[i][part] = Some(stamps.now());
                 }
             }
             if host.is_finished() && *give_up.get_or_insert_with(|| stamps.now() + TIMEOUT) < stamps.now() {
@@ -221,7 +222,10 @@ pub fn run(rig: &Rig, plan: &Plan, gap: Duration) -> Result<(Vec<Arrival>, Extra
         .changes
         .iter()
         .zip(&got)
-        .map(|((_, kind), g)| {
+        .enumerate()
+        .map(|(i, ((_, kind), g))| {
+            let made = stamps.made(i).unwrap_or_default();
+            let g = g.map(|at| at.map(|at| at.saturating_sub(made)));
             let latency = match kind {
                 Change::Rename => g[0].zip(g[1]).map(|(a, b)| a.max(b)),
                 _ => g[0],

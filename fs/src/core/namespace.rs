@@ -26,14 +26,26 @@ pub struct Caller {
 }
 
 impl<L: Layer> Core<L> {
-    /// The error of a create in `parent`: ENOENT because the parent directory itself is gone
-    /// or replaced on the lower (the host removed it) becomes ESTALE, so the kernel walks the
-    /// path again instead of creating into a directory that no longer exists.
+    /// The error of a create in `parent` that met ENOENT or ESTALE on the lower. The share's
+    /// server is asked whether the parent's name still leads to a directory: when it does not,
+    /// ENOENT, as a local directory removed under the caller answers (a retry would meet the
+    /// same absence); when it does (the host made it anew), ESTALE, so the kernel walks the path
+    /// again and creates in the directory there now. A lower that answered ESTALE itself (the
+    /// share's server lost the directory) must not reach the box twice: its kernel's retry
+    /// would meet the same answer.
     pub(crate) fn in_parent(&self, parent: u64, e: std::io::Error) -> Errno {
-        if e.raw_os_error() == Some(libc::ENOENT) && self.stat_node(parent) == Err(Errno::ESTALE) {
-            return Errno::ESTALE;
+        if !matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) || parent == crate::inode::ROOT {
+            return Errno::from(e);
         }
-        Errno::from(e)
+        let Ok(path) = self.inodes.path(parent) else { return Errno::ESTALE };
+        if self.lower.refresh_again(&path) == crate::lower::Seen::Missing {
+            return Errno::ENOENT;
+        }
+        match self.stat_node(parent) {
+            Err(stale) if stale == Errno::ESTALE => Errno::ESTALE,
+            Err(other) => other,
+            Ok(_) => Errno::from(e),
+        }
     }
 
     /// Gives a freshly created node to the caller.

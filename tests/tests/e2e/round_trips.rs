@@ -492,3 +492,49 @@ fn a_create_in_a_directory_the_host_made_anew_succeeds() {
     }
 }
 
+
+/// Over a share that itself answers ESTALE for a directory its server lost (the emulator, as
+/// virtiofs and NFS do), a create in a directory the host removed and made anew succeeds, and
+/// one in a directory the host removed answers ENOENT, as a local directory would. seamfs's
+/// kept fd of the removed directory (ADR 0035) met the share's ESTALE, which the share's kernel
+/// cannot retry from a directory fd; seamfs passed it on, the kernel walked the path again, the
+/// create met the same kept fd, and the box got "Stale file handle"
+/// (`races::autostash_pull_vs_box_commits` failed so twice in CI).
+#[test]
+fn a_create_in_a_directory_the_host_removed_over_a_share_is_never_estale() {
+    let backing = TempDir::new("rt-removed-backing");
+    let share = TempDir::new("rt-removed-share");
+    let mnt = TempDir::new("rt-removed-mnt");
+    let host = repo(backing.path()).join("d");
+    let s = Mount::share(backing.path(), share.path(), &[]);
+    let m = Mount::seamfs(s.path(), mnt.path(), &["--ttl", "1"]);
+    let boxed = m.join("repo/d");
+    // The box creates `name` in d and looks up a missing name there, as git add does: seamfs
+    // keeps d's fd a moment.
+    let touch = |name: &str| -> std::io::Result<()> {
+        std::fs::write(boxed.join(name), "box\n")?;
+        assert!(!boxed.join("none").exists(), "d/none exists");
+        Ok(())
+    };
+    for round in 0..5 {
+        std::fs::create_dir(&host).expect("the host makes d");
+        touch(&format!("a{round}")).expect("the box creates a file in d");
+        std::fs::remove_dir_all(&host).expect("the host removes d");
+        std::fs::create_dir(&host).expect("the host makes d anew");
+        if let Err(e) = touch(&format!("b{round}")) {
+            panic!("round {round}: the box's create in the d the host made anew failed: {e}");
+        }
+        assert!(host.join(format!("b{round}")).exists(), "round {round}: the box's file is not in the host's d");
+        std::fs::remove_dir_all(&host).expect("the host removes d");
+        match touch(&format!("c{round}")) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("round {round}: a create in the removed d failed with {e}, not ENOENT"),
+            Ok(()) => panic!("round {round}: a create in the removed d succeeded"),
+        }
+        assert!(!host.exists(), "round {round}: the box's create made the host's d again");
+        // The box's kernel keeps d missing for the TTL.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    m.unmount();
+    s.unmount();
+}
