@@ -17,10 +17,13 @@ use seamfs::heal::{blob_id, HealKind};
 use super::{exchange, special_at};
 use crate::{git_in, Fx};
 
-/// Installs to wait for; the planter stops early at `BUDGET`. The budget is only a cap: on the
-/// portable resolver under strace a clean-clone CI run made 986 installs in 80 s, so it leaves
-/// room while the test still requires all 1,000.
+/// Installs to wait for; the planter stops early at `BUDGET`. The attack's exposure is either
+/// all 1,000 installs or the whole budget with at least `MIN_INSTALLS`: the rate is the
+/// machine's, not seamd's (a count within a time is a timed assertion). On the portable resolver
+/// under strace a clean-clone CI run made 986 installs in 80 s one day and 621 in 150 s another;
+/// `0051441`'s build, the same day, 404.
 const INSTALLS: usize = 1000;
+const MIN_INSTALLS: usize = 200;
 const BUDGET: Duration = Duration::from_secs(150);
 
 /// `strace` over seamd: what it traces, with timestamps, durations and fd paths (`-y`).
@@ -458,7 +461,8 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     // The attack happened, and so did the work under it.
     assert!(rounds >= 100 && swaps >= rounds * 15, "the attacker barely ran: {swaps} swaps in {rounds} rounds");
     assert!(doctor_runs.len() >= 5, "doctor ran only {} times", doctor_runs.len());
-    assert!(installs >= INSTALLS, "only {installs} installs in {elapsed:?}:\n{}", text.lines().rev().take(30).collect::<Vec<_>>().join("\n"));
+    let exposed = installs >= INSTALLS || (elapsed >= BUDGET && installs >= MIN_INSTALLS);
+    assert!(exposed, "only {installs} installs in {elapsed:?}:\n{}", text.lines().rev().take(30).collect::<Vec<_>>().join("\n"));
     // Never outside the checkout.
     assert!(outside.is_empty(), "{} lookups outside the checkout, first:\n{}", outside.len(), outside.iter().take(10).cloned().collect::<Vec<_>>().join("\n"));
     // Never blocked: no traced call and no silence of 1 s (seamd passes every 10 ms).
@@ -472,7 +476,7 @@ fn an_attacker_in_a_loop_never_leads_seamd_outside_the_checkout() {
     // Never wrote another index, never left a lock.
     let (into_main, elsewhere): (Vec<_>, Vec<_>) = run.index_writes.iter().partition(|d| **d == gd);
     assert!(elsewhere.is_empty(), "seamd wrote an index outside {}: {elsewhere:?}", gd.display());
-    assert!(into_main.len() >= INSTALLS, "only {} index writes traced for {installs} installs", into_main.len());
+    assert!(into_main.len() >= installs, "only {} index writes traced for {installs} installs", into_main.len());
     assert_eq!(snapshot(&dg), before_decoy, "the decoy repo outside the checkout changed");
     for (w, b) in wts.iter().zip(&before_wts) {
         assert_eq!(&std::fs::read(w.join("index")).expect("wt index"), b, "{}'s index was written", w.display());
