@@ -27,7 +27,7 @@ pub struct Caller {
 
 impl<L: Layer> Core<L> {
     /// The error of a create in `parent` that met ENOENT or ESTALE on the lower. The share's
-    /// server is asked whether the parent's name still leads to a directory: when it does not,
+    /// server is asked whether the parent's name still leads anywhere: when it does not,
     /// ENOENT, as a local directory removed under the caller answers (a retry would meet the
     /// same absence); when it does (the host made it anew), ESTALE, so the kernel walks the path
     /// again and creates in the directory there now. A lower that answered ESTALE itself (the
@@ -41,9 +41,9 @@ impl<L: Layer> Core<L> {
         if self.lower.refresh_again(&path) == crate::lower::Seen::Missing {
             return Errno::ENOENT;
         }
+        // Replaced (ESTALE) or unreadable: that answers; still the same directory: the lower's own.
         match self.stat_node(parent) {
-            Err(stale) if stale == Errno::ESTALE => Errno::ESTALE,
-            Err(other) => other,
+            Err(why) => why,
             Ok(_) => Errno::from(e),
         }
     }
