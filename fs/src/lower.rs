@@ -98,14 +98,15 @@ impl Lower {
         kept
     }
 
-    /// `create` of `rel`, made again from a freshly opened parent when it met ENOENT or ESTALE
-    /// through a kept one: the host removed that directory since it was kept (and may have made
-    /// it anew). A box create must not fail on a directory the box itself can see (ADR 0035). A
-    /// share answers ESTALE for a directory its server lost, and its kernel cannot walk again
-    /// from a directory fd.
-    fn creating<T>(&self, rel: &CStr, create: impl Fn() -> io::Result<T>) -> io::Result<T> {
-        match create() {
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)) && self.forget_parent(rel) => create(),
+    /// `call` on `rels`, made once more from freshly opened parents when it failed through a
+    /// kept one with an error `again` names (ADR 0035): the host removed that directory since it
+    /// was kept, and may have made it anew. A share answers ESTALE for a directory its server
+    /// lost and its kernel cannot walk again from a directory fd; a FUSE share whose server gave
+    /// the directory's number to a new file has marked the old inode bad, and answers EIO.
+    fn through_kept<T>(&self, rels: &[&CStr], again: Again, call: impl Fn() -> io::Result<T>) -> io::Result<T> {
+        match call() {
+            // Every kept parent is forgotten, not only the first: either may be the removed one.
+            Err(e) if again.covers(&e) && rels.iter().fold(false, |kept, rel| self.forget_parent(rel) | kept) => call(),
             r => r,
         }
     }
@@ -194,11 +195,13 @@ impl Lower {
 
     /// `lstat` of a path relative to the root.
     pub fn stat(&self, rel: &CStr) -> io::Result<libc::stat> {
-        let a = self.at(rel)?;
-        let mut st = empty_stat();
-        // SAFETY: valid fd, C string and out-pointer.
-        cvt(unsafe { libc::fstatat(a.fd(), a.name().as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
-        Ok(st)
+        self.through_kept(&[rel], Again::Broken, || {
+            let a = self.at(rel)?;
+            let mut st = empty_stat();
+            // SAFETY: valid fd, C string and out-pointer.
+            cvt(unsafe { libc::fstatat(a.fd(), a.name().as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+            Ok(st)
+        })
     }
 
     /// A path's device and inode number, without asking a FUSE lower for fresh attributes
@@ -206,8 +209,10 @@ impl Lower {
     pub fn identity_at(&self, rel: &CStr) -> io::Result<(u64, u64)> {
         #[cfg(target_os = "linux")]
         if !PORTABLE {
-            let a = self.at(rel)?;
-            return statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x));
+            return self.through_kept(&[rel], Again::Broken, || {
+                let a = self.at(rel)?;
+                statx_cached(a.fd(), a.name(), 0, libc::STATX_INO).map(|x| identity_of(&x))
+            });
         }
         // No statx on the portable side: a plain lstat (a FUSE lower may be asked for fresh
         // attributes).
@@ -221,9 +226,9 @@ impl Lower {
             open_beneath(a.fd(), a.name(), crate::lower_os::open_flags(flags), mode)
         };
         if flags & libc::O_CREAT == 0 {
-            return open();
+            return self.through_kept(&[rel], Again::Broken, open);
         }
-        let r = self.creating(rel, open);
+        let r = self.through_kept(&[rel], Again::Missing, open);
         self.changes.created(rel);
         r
     }
@@ -236,7 +241,7 @@ impl Lower {
 
     /// `mkdirat`.
     pub fn mkdir(&self, rel: &CStr, mode: u32) -> io::Result<()> {
-        let r = self.creating(rel, || {
+        let r = self.through_kept(&[rel], Again::Missing, || {
             let a = self.at(rel)?;
             // SAFETY: valid fd and C string.
             cvt(unsafe { libc::mkdirat(a.fd(), a.name().as_ptr(), mode as libc::mode_t) }).map(drop)
@@ -249,7 +254,7 @@ impl Lower {
 
     /// `mknodat`.
     pub fn mknod(&self, rel: &CStr, mode: u32, rdev: u64) -> io::Result<()> {
-        let r = self.creating(rel, || {
+        let r = self.through_kept(&[rel], Again::Missing, || {
             let a = self.at(rel)?;
             // SAFETY: valid fd and C string.
             cvt(unsafe { libc::mknodat(a.fd(), a.name().as_ptr(), mode as libc::mode_t, rdev as libc::dev_t) }).map(drop)
@@ -260,7 +265,7 @@ impl Lower {
 
     /// `symlinkat`.
     pub fn symlink(&self, target: &CStr, rel: &CStr) -> io::Result<()> {
-        let r = self.creating(rel, || {
+        let r = self.through_kept(&[rel], Again::Missing, || {
             let a = self.at(rel)?;
             // SAFETY: valid fd and C strings.
             cvt(unsafe { libc::symlinkat(target.as_ptr(), a.fd(), a.name().as_ptr()) }).map(drop)
@@ -271,9 +276,11 @@ impl Lower {
 
     /// `linkat` between two paths under the root, without following a symlink source.
     pub fn link(&self, old: &CStr, new: &CStr) -> io::Result<()> {
-        let (a, b) = (self.at(old)?, self.at(new)?);
-        // SAFETY: valid fds and C strings.
-        let r = cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop);
+        let r = self.through_kept(&[old, new], Again::Missing, || {
+            let (a, b) = (self.at(old)?, self.at(new)?);
+            // SAFETY: valid fds and C strings.
+            cvt(unsafe { libc::linkat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr(), 0) }).map(drop)
+        });
         self.changes.created(new);
         r
     }
@@ -281,9 +288,11 @@ impl Lower {
     /// `unlinkat`, for files (`dir == false`) or directories.
     pub fn unlink(&self, rel: &CStr, dir: bool) -> io::Result<()> {
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
-        let a = self.at(rel)?;
-        // SAFETY: valid fd and C string.
-        let r = cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop);
+        let r = self.through_kept(&[rel], Again::Missing, || {
+            let a = self.at(rel)?;
+            // SAFETY: valid fd and C string.
+            cvt(unsafe { libc::unlinkat(a.fd(), a.name().as_ptr(), flags) }).map(drop)
+        });
         if dir {
             self.forget_under(rel);
         }
@@ -293,15 +302,17 @@ impl Lower {
     /// Rename with the caller's flags, Linux's values (RENAME_NOREPLACE, RENAME_EXCHANGE):
     /// `renameat2` on Linux, `renameatx_np` on macOS (`crate::lower_os`).
     pub fn rename(&self, old: &CStr, new: &CStr, flags: u32) -> io::Result<()> {
-        let (a, b) = (self.at(old)?, self.at(new)?);
-        let r = if flags == 0 {
-            // Plain renameat where no flag is asked for: the call every platform has (seamd's
-            // lock commit on a macOS host).
-            // SAFETY: valid fds and C strings.
-            cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop)
-        } else {
-            crate::lower_os::rename_with_flags(a.fd(), a.name(), b.fd(), b.name(), flags)
-        };
+        let r = self.through_kept(&[old, new], Again::Missing, || {
+            let (a, b) = (self.at(old)?, self.at(new)?);
+            if flags == 0 {
+                // Plain renameat where no flag is asked for: the call every platform has (seamd's
+                // lock commit on a macOS host).
+                // SAFETY: valid fds and C strings.
+                cvt(unsafe { libc::renameat(a.fd(), a.name().as_ptr(), b.fd(), b.name().as_ptr()) }).map(drop)
+            } else {
+                crate::lower_os::rename_with_flags(a.fd(), a.name(), b.fd(), b.name(), flags)
+            }
+        });
         // Either name may be a directory (or replace one): what was kept at either path moved.
         self.forget_under(old);
         self.forget_under(new);
@@ -311,22 +322,26 @@ impl Lower {
 
     /// `readlinkat`.
     pub fn readlink(&self, rel: &CStr) -> io::Result<Vec<u8>> {
-        let a = self.at(rel)?;
-        let mut buf = vec![0u8; libc::PATH_MAX as usize];
-        // SAFETY: valid fd, C string and buffer of the given length.
-        let n = unsafe { libc::readlinkat(a.fd(), a.name().as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        buf.truncate(n as usize);
-        Ok(buf)
+        self.through_kept(&[rel], Again::Broken, || {
+            let a = self.at(rel)?;
+            let mut buf = vec![0u8; libc::PATH_MAX as usize];
+            // SAFETY: valid fd, C string and buffer of the given length.
+            let n = unsafe { libc::readlinkat(a.fd(), a.name().as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            buf.truncate(n as usize);
+            Ok(buf)
+        })
     }
 
     /// `fchownat` without following a final symlink; `u32::MAX` leaves a field unchanged.
     pub fn chown(&self, rel: &CStr, uid: u32, gid: u32) -> io::Result<()> {
-        let a = self.at(rel)?;
-        // SAFETY: valid fd and C string.
-        cvt(unsafe { libc::fchownat(a.fd(), a.name().as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
+        self.through_kept(&[rel], Again::Missing, || {
+            let a = self.at(rel)?;
+            // SAFETY: valid fd and C string.
+            cvt(unsafe { libc::fchownat(a.fd(), a.name().as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW) }).map(drop)
+        })
     }
 
     /// `statvfs` of the lower filesystem.
@@ -391,6 +406,26 @@ impl Lower {
             return Seen::Unknown;
         }
         crate::lower_os::seen_by_link(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// Which failures through a kept parent directory are met again from a fresh one.
+#[derive(Clone, Copy)]
+enum Again {
+    /// The kept directory is broken (ESTALE, EIO): a read as much as a change.
+    Broken,
+    /// Broken, or the name is missing from it (ENOENT): a change only. A lookup's ENOENT is the
+    /// common answer and is not paid twice; a change that failed changed nothing.
+    Missing,
+}
+
+impl Again {
+    fn covers(self, e: &io::Error) -> bool {
+        match e.raw_os_error() {
+            Some(libc::ESTALE | libc::EIO) => true,
+            Some(libc::ENOENT) => matches!(self, Again::Missing),
+            _ => false,
+        }
     }
 }
 

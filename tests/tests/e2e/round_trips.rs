@@ -493,6 +493,46 @@ fn a_create_in_a_directory_the_host_made_anew_succeeds() {
 }
 
 
+/// An unlink, a rename and a link of a name the box's kernel still holds, in a directory the
+/// host removed and made anew with that name in it, change the new directory's file. seamfs's
+/// kept fd (ADR 0035) is of the removed directory, where the name is missing; the box's kernel
+/// holds the name from before, so it asks seamfs without looking it up, and the box got ENOENT
+/// for a file `ls` shows. A change that failed changed nothing, so it is made once more from a
+/// fresh parent, as a create is.
+#[test]
+fn a_change_in_a_directory_the_host_made_anew_succeeds() {
+    let f = seamfs_over_repo("remade-change", &["--ttl", "1"]);
+    let (boxed, host) = (f.m.join("repo/d"), f.host.join("d"));
+    type Step = fn(&Path) -> std::io::Result<()>;
+    let steps: [(&str, Step); 3] = [
+        ("unlink", |d| std::fs::remove_file(d.join("y"))),
+        ("rename", |d| std::fs::rename(d.join("y"), d.join("z"))),
+        ("link", |d| std::fs::hard_link(d.join("y"), d.join("z"))),
+    ];
+    for (what, step) in steps {
+        std::fs::create_dir(&host).expect("the host makes d");
+        std::fs::write(host.join("y"), "old\n").expect("the host writes d/y");
+        // The box's kernel now holds d and d/y, and seamfs keeps d's fd.
+        assert!(boxed.join("y").exists(), "{what}: the box does not see d/y");
+        std::fs::remove_dir_all(&host).expect("the host removes d");
+        std::fs::create_dir(&host).expect("the host makes d anew");
+        std::fs::write(host.join("y"), "new\n").expect("the host writes the new d/y");
+        if let Err(e) = step(&boxed) {
+            panic!("{what} of d/y, which the host made anew, failed: {e}");
+        }
+        let (y, z) = (host.join("y").exists(), std::fs::read_to_string(host.join("z")).ok());
+        let expected = match what {
+            "unlink" => (false, None),
+            "rename" => (false, Some("new\n".to_string())),
+            _ => (true, Some("new\n".to_string())),
+        };
+        assert_eq!((y, z), expected, "{what}: the host's new d is not as the box's {what} left it (y there, z's bytes)");
+        std::fs::remove_dir_all(&host).expect("the host removes d");
+        // The box's kernel keeps d missing for the TTL.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+}
+
 /// Over a share that itself answers ESTALE for a directory its server lost (the emulator, as
 /// virtiofs and NFS do), a create in a directory the host removed and made anew succeeds, and
 /// one in a directory the host removed answers ENOENT, as a local directory would. seamfs's
