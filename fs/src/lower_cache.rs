@@ -54,6 +54,46 @@ pub fn drop_dentries() -> std::io::Result<()> {
     std::fs::write("/proc/sys/vm/drop_caches", "2")
 }
 
+impl crate::lower::Lower {
+    /// Whether the lower's server has `rel`: a stat, or on a lower that never revalidates (where
+    /// a name the host removed still stats) the server's listing of its directory.
+    pub fn server_has(&self, rel: &std::ffi::CStr) -> bool {
+        if self.stale_pages().is_none() {
+            return self.stat(rel).is_ok();
+        }
+        let bytes = rel.to_bytes();
+        let (dir, name) = match bytes.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&bytes[..i], &bytes[i + 1..]),
+            None => (&b""[..], bytes),
+        };
+        let dir = std::ffi::CString::new(dir).expect("a part of a C string has no NUL");
+        match self.list(&dir) {
+            Ok(names) => names.iter().any(|(n, _)| std::os::unix::ffi::OsStrExt::as_bytes(n.as_os_str()) == name),
+            Err(_) => self.stat(rel).is_ok(),
+        }
+    }
+
+    /// An exclusive create of `rel` met EEXIST: on a lower that never revalidates, when the
+    /// server no longer has the name (the host removed it), drops the guest's dentry cache so
+    /// the next create reaches the server. True when it did (worth one more try).
+    pub fn forget_stale_name(&self, rel: &std::ffi::CStr) -> bool {
+        if self.stale_pages().is_none() || self.server_has(rel) {
+            return false;
+        }
+        self.forget_dirs();
+        match drop_dentries() {
+            Ok(()) => {
+                tracing::debug!(name = ?rel, "a name the host removed blocked a create: dropped the guest's dentry cache");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(name = ?rel, error = %e, "a name the host removed blocks a create, and the dentry cache could not be dropped");
+                false
+            }
+        }
+    }
+}
+
 /// Reads `fd` (from `Lower::open_regular`, O_DIRECT on such a lower) to its end; the number of
 /// bytes (the size the lower's cached inode may not know).
 pub fn direct_len(fd: std::os::fd::OwnedFd) -> std::io::Result<u64> {

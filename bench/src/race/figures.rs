@@ -229,17 +229,27 @@ impl RaceReport {
         let mut s = String::new();
         let params: Vec<String> = self.params.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "seam-lab race {}: {}\n", self.scenario, params.join(", "));
-        let Some(first) = self.runs.first() else { return s };
-        let width = first.figures.all().iter().map(|f| f.label.len()).max().unwrap_or(10).max(10);
+        if self.runs.is_empty() {
+            return s;
+        }
+        // Every run's figures, in the order they first appear: a figure only seamfs has (one
+        // read from its log) gets a row too, "-" for the control.
+        let mut rows: Vec<&Figure> = Vec::new();
+        for f in self.runs.iter().flat_map(|r| r.figures.all()) {
+            if !rows.iter().any(|g| g.key == f.key) {
+                rows.push(f);
+            }
+        }
+        let width = rows.iter().map(|f| f.label.len()).max().unwrap_or(10).max(10);
         let _ = write!(s, "  {:<width$}  {:<4}", "figure", "must");
         for r in &self.runs {
             let _ = write!(s, "  {:<22}", r.target.label());
         }
         s.push('\n');
-        for (i, f) in first.figures.all().iter().enumerate() {
+        for f in rows {
             let _ = write!(s, "  {:<width$}  {:<4}", f.label, f.rule.label());
             for r in &self.runs {
-                let cell = match r.figures.all().get(i) {
+                let cell = match r.figures.get(f.key) {
                     Some(g) if g.violated() => format!("{}  BROKEN", g.value.cell()),
                     Some(g) => g.value.cell(),
                     None => "-".into(),
@@ -313,5 +323,23 @@ mod tests {
         let v: Vec<&str> = f.violations().iter().map(|x| x.key).collect();
         assert_eq!(v, vec!["torn", "same"]);
         assert_eq!(f.get("landed").map(|x| x.value.cell()), Some("1/2 (50.0%)".to_string()));
+    }
+
+    #[test]
+    fn a_figure_only_seamfs_has_gets_a_row() {
+        let mut control = Figures::default();
+        control.zero("lost", "host commits lost", 3);
+        let mut seamfs = Figures::default();
+        seamfs.zero("lost", "host commits lost", 0);
+        seamfs.zero("unexcluded", "box rewrites without the shared index lock", 1);
+        let runs = vec![
+            TargetRun { target: Target::Control, figures: control, seconds: 1.0 },
+            TargetRun { target: Target::Seamfs, figures: seamfs, seconds: 1.0 },
+        ];
+        let t = RaceReport { scenario: "host-commits", params: vec![], runs }.to_table();
+        let row = t.lines().find(|l| l.contains("without the shared index lock")).unwrap_or_else(|| panic!("no row:\n{t}"));
+        assert!(row.contains(" - ") && row.contains("1  BROKEN"), "{row}");
+        let lost = t.lines().find(|l| l.contains("host commits lost")).expect("lost row");
+        assert!(lost.contains("3  BROKEN") && lost.contains(" 0 "), "{lost}");
     }
 }

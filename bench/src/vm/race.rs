@@ -116,6 +116,15 @@ fn run_mode(opts: &VmRaceOptions, mode: ShareMode) -> Result<RaceReport, LabErro
         let rig = Rig::in_guest(host, scratch, &logs, t, Arc::clone(&guest), guest_dir, opts.seamd)?;
         let result = body(opts.scenario, &rig, &seed, &opts.params);
         let result = result.map(|mut f| {
+            if let Some(log) = &rig.seamfs_log {
+                match rig.fetch_guest_log().and_then(|()| std::fs::read_to_string(log).map_err(|e| LabError::new("read seamfs's guest log", log, e))) {
+                    Ok(text) => f.zero(UNEXCLUDED_KEY, UNEXCLUDED_LABEL, text.lines().filter(|l| l.contains(UNEXCLUDED_LINE)).count() as u64),
+                    Err(e) => {
+                        f.holds("seamfs_log_read", "seamfs's guest log read", false);
+                        f.note(format!("seamfs's guest log: {e}"));
+                    }
+                }
+            }
             if f.violations().is_empty() {
                 return f;
             }
@@ -171,6 +180,14 @@ fn body(s: Scenario, rig: &Rig, seed: &repo::Seed, p: &Params) -> Result<Figures
         other => Err(LabError::new("vm race", &rig.host, format!("{} is not run in a guest", other.name()))),
     }
 }
+
+/// seamfs's warning when a box process rewrote the work tree without the shared `index.lock`
+/// (ADR 0032): a host commit could then record a file it rewrites as deleted. Over 9p
+/// `cache=loose` a stale `index.lock` the host had removed made every box `reset --hard` wait
+/// a second for it and go on without it.
+const UNEXCLUDED_LINE: &str = "could not take the shared index lock";
+const UNEXCLUDED_KEY: &str = "box_rewrites_unexcluded";
+const UNEXCLUDED_LABEL: &str = "box rewrites without the shared index lock";
 
 /// The data path seamfs's log says it runs (its `kernel connection initialised` line).
 fn read_data_path(log: &Path) -> String {

@@ -190,7 +190,7 @@ impl<L: Layer> Core<L> {
         // must reach the share's server again.
         self.lower.refresh(path);
         loop {
-            let held_by_host = self.lower_has(path) && self.judge.locks.holder(&path.to_owned()).is_none();
+            let held_by_host = self.lower.server_has(path) && self.judge.locks.holder(&path.to_owned()).is_none();
             if !held_by_host || Instant::now() >= deadline {
                 return;
             }
@@ -199,42 +199,11 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// Whether the lower's server has `path`: a stat, or on a lower that never revalidates (where
-    /// a name the host removed still stats) the server's listing of its directory.
-    fn lower_has(&self, path: &CStr) -> bool {
-        if self.lower.stale_pages().is_none() {
-            return self.lower.stat(path).is_ok();
-        }
-        let p = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-        let (dir, name) = (p.parent().unwrap_or(Path::new("")), p.file_name().unwrap_or_default());
-        match self.lower.list(&cpath(dir)) {
-            Ok(names) => names.iter().any(|(n, _)| n == name),
-            Err(_) => self.lower.stat(path).is_ok(),
-        }
-    }
-
     /// An exclusive create met EEXIST: on a lower that never revalidates, when the server's
     /// listing no longer has the name (the host removed it), drop the guest's dentry cache so
     /// the next create reaches the server. True when it did (worth one more try).
     pub(crate) fn forget_stale_name(&self, parent: u64, name: &OsStr) -> bool {
-        if self.lower.stale_pages().is_none() {
-            return false;
-        }
-        let Ok(c) = self.child(parent, name) else { return false };
-        if self.lower_has(&c.path) {
-            return false;
-        }
-        self.lower.forget_dirs();
-        match crate::lower_cache::drop_dentries() {
-            Ok(()) => {
-                tracing::debug!(?name, "a name the host removed blocked a create: dropped the guest's dentry cache");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(?name, error = %e, "a name the host removed blocks a create, and the dentry cache could not be dropped");
-                false
-            }
-        }
+        self.child(parent, name).is_ok_and(|c| self.lower.forget_stale_name(&c.path))
     }
 
     /// A branch that reads as absent while its reflog has entries is looked up again (bounded)

@@ -28,6 +28,9 @@ const SHARED_LOCK: &[u8] = b"index.lock";
 pub struct IndexExclusion {
     /// By the box index lock it goes with: the shared lock's path and the process it is held for.
     held: DashMap<CString, (CString, Proc)>,
+    /// Box index locks whose process waited the whole bound for the shared lock and went on
+    /// without it: its later unlinks do not wait again.
+    gave_up: DashMap<CString, Proc>,
 }
 
 /// The directory part of a lower path, without its last `/` ("" for a name at the root).
@@ -49,7 +52,7 @@ impl IndexExclusion {
     /// to `wait` for another holder. Never fails the unlink: past the wait it is logged.
     pub fn before_work_tree_change(&self, lower: &Lower, locks: &Locks, p: Proc, box_lock_name: &[u8], wait: Duration) {
         let Some(box_lock) = locks.held_by(p, box_lock_name) else { return };
-        if self.held.get(&box_lock).is_some_and(|h| h.1 == p) {
+        if self.held.get(&box_lock).is_some_and(|h| h.1 == p) || self.gave_up.get(&box_lock).is_some_and(|g| *g == p) {
             return;
         }
         let shared = shared_lock_beside(&box_lock);
@@ -65,12 +68,17 @@ impl IndexExclusion {
                     self.held.insert(box_lock, (shared, p));
                     return;
                 }
+                // On a lower that never revalidates (9p cache=loose) the name may be one the host
+                // removed long ago, which no refresh forgets: the server's listing says.
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
-                    crate::refresh_scope::pause(Duration::from_millis(5));
-                    lower.refresh_again(&shared);
+                    if !lower.forget_stale_name(&shared) {
+                        crate::refresh_scope::pause(Duration::from_millis(5));
+                        lower.refresh_again(&shared);
+                    }
                 }
                 Err(e) => {
                     warn!(lock = %shared.to_string_lossy(), pid = p.pid, error = %e, "could not take the shared index lock before a box process rewrites the work tree: a host commit now may see a file it rewrites as deleted");
+                    self.gave_up.insert(box_lock, p);
                     return;
                 }
             }
@@ -80,6 +88,7 @@ impl IndexExclusion {
     /// The box index lock at `box_lock` was committed or removed: so is the shared lock taken
     /// with it, if the name still holds the file seamfs made.
     pub fn released(&self, lower: &Lower, locks: &Locks, box_lock: &CStr) {
+        self.gave_up.remove(box_lock);
         let Some((_, (shared, _))) = self.held.remove(box_lock) else { return };
         if let Some(rec) = locks.holder(&shared) {
             lower.refresh(&shared);
