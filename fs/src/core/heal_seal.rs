@@ -275,8 +275,12 @@ impl<L: Layer> Core<L> {
                     self.note_held(gitdir, &fd);
                     return Some(fd);
                 }
+                // Over 9p cache=loose the name may be one the host removed long ago, which the
+                // guest never looks at again: the server's listing says (ADR 0032, amended).
                 Err(e) if e.raw_os_error() == Some(libc::EEXIST) && Instant::now() < deadline => {
-                    crate::refresh_scope::pause(Duration::from_millis(10));
+                    if !self.lower.forget_stale_name(lock) {
+                        crate::refresh_scope::pause(Duration::from_millis(10));
+                    }
                 }
                 Err(_) => return None,
             }
