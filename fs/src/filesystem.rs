@@ -95,10 +95,11 @@ impl<L: Layer> Core<L> {
     }
 
     /// Replies with attributes; notes them as the ones the kernel holds (`Core::open`).
-    fn reply_attr(&self, reply: ReplyAttr, r: Result<(FileAttr, Duration), Errno>) {
+    /// (`attr.ino` may differ from the node: a live ref's name holding a newer file, ADR 0038.)
+    fn reply_attr(&self, reply: ReplyAttr, node: u64, r: Result<(FileAttr, Duration), Errno>) {
         match r {
             Ok((attr, ttl)) => {
-                self.inodes.note_given(attr.ino.0, attr_stamp(&attr));
+                self.inodes.note_given(node, attr_stamp(&attr));
                 reply.attr(&ttl, &attr)
             }
             Err(e) => reply.error(e),
@@ -166,7 +167,7 @@ impl<L: Layer> Filesystem for Core<L> {
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let _s = debug_span!("getattr", ino = ino.0).entered();
         let _r = crate::refresh_scope::RefreshScope::begin();
-        self.reply_attr(reply, Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid()));
+        self.reply_attr(reply, ino.0, Core::getattr(self, ino.0, fh.map(|f| f.0), req.pid()));
     }
 
     fn setattr(
@@ -196,7 +197,7 @@ impl<L: Layer> Filesystem for Core<L> {
         } else {
             Core::setattr(self, ino.0, fh.map(|f| f.0), mode, uid, gid, size, atime, mtime, req.uid(), req.pid())
         };
-        self.reply_attr(reply, r);
+        self.reply_attr(reply, ino.0, r);
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {

@@ -14,6 +14,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use fuser::Errno;
@@ -70,6 +71,9 @@ pub struct InodeTable {
     root_ino: u64,
     pins: AtomicUsize,
     pin_budget: usize,
+    /// Nodes of live refs the kernel may hold, with when attributes were last given for each,
+    /// so a box lock can drop the ones the kernel may still keep (ADR 0038).
+    live_refs: DashMap<u64, Instant>,
 }
 
 /// What a lookup learned about a name on the lower.
@@ -85,6 +89,10 @@ pub struct Found<'a> {
     /// The lower just made this file (create, mkdir, mknod, symlink): a node already at its
     /// id is another file whose inode number the lower reused.
     pub fresh: bool,
+    /// The kernel keeps live refs' entries: a live-ref node met under another name is another
+    /// file (git never renames a ref file away, the lower reused its number), so the kernel
+    /// must drop the old name's entry rather than reach the new file by it (ADR 0038).
+    pub live_kept: bool,
 }
 
 impl InodeTable {
@@ -99,6 +107,7 @@ impl InodeTable {
             root_ino: root.st_ino,
             pins: AtomicUsize::new(0),
             pin_budget,
+            live_refs: DashMap::new(),
         };
         t.nodes.insert(
             ROOT,
@@ -177,11 +186,13 @@ impl InodeTable {
             }
         });
         let node = entry.value_mut();
-        if id != ROOT && (node.parent != f.parent || *node.name != *f.name) {
+        let renamed = id != ROOT && (node.parent != f.parent || *node.name != *f.name);
+        let live_renamed = existed && renamed && f.live_kept && node.class == Class::LiveRef;
+        if renamed {
             node.parent = f.parent;
             node.name = f.name.into();
         }
-        let reused = existed && id != ROOT && f.fresh;
+        let reused = existed && id != ROOT && (f.fresh || live_renamed);
         if reused || node.kind != kind || node.dev != f.st.st_dev || node.ino != f.st.st_ino {
             // Same id, another file (inode number reused): start over, keep the kernel's count.
             node.kind = kind;
@@ -195,6 +206,9 @@ impl InodeTable {
             node.generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         }
         node.class = f.class;
+        if f.class == Class::LiveRef {
+            self.live_refs.insert(id, Instant::now());
+        }
         node.nlookup += 1;
         if node.pinned.is_none() && self.pins.load(Ordering::Relaxed) < self.pin_budget {
             if let Some(fd) = pin.and_then(|p| p()) {
@@ -239,6 +253,7 @@ impl InodeTable {
                 if node.pinned.is_some() {
                     self.pins.fetch_sub(1, Ordering::Relaxed);
                 }
+                self.live_refs.remove(&id);
                 if node.dev != self.root_dev || id >= SYNTHETIC_BASE {
                     self.synthetic.remove(&(node.dev, node.ino));
                 }
@@ -271,6 +286,9 @@ impl InodeTable {
         if let Some(mut n) = self.nodes.get_mut(&id) {
             n.given = stamp;
         }
+        if let Some(mut at) = self.live_refs.get_mut(&id) {
+            *at = Instant::now();
+        }
     }
 
     /// The stamp of the attributes last sent for node `id` (0: none, or an unknown node).
@@ -300,7 +318,16 @@ impl InodeTable {
             n.parent = parent;
             n.name = name.into();
             n.class = class;
+            if class == Class::LiveRef {
+                self.live_refs.insert(id, Instant::now());
+            }
         }
+    }
+
+    /// Live-ref nodes whose attributes were given to the kernel within `ttl` (those it may
+    /// still keep; a node dropped since may be listed).
+    pub fn live_refs(&self, ttl: Duration) -> Vec<u64> {
+        self.live_refs.iter().filter(|e| e.value().elapsed() <= ttl).map(|e| *e.key()).collect()
     }
 
     /// The node's path relative to the lower root ("." for the root).
@@ -365,7 +392,7 @@ mod tests {
     }
 
     fn add(t: &InodeTable, parent: u64, name: &str, s: &libc::stat) -> u64 {
-        t.found(Found { parent, name: OsStr::new(name), st: s, class: Class::WorkTree, fresh: false }, None)
+        t.found(Found { parent, name: OsStr::new(name), st: s, class: Class::WorkTree, fresh: false, live_kept: false }, None)
     }
 
     #[test]
@@ -397,13 +424,42 @@ mod tests {
         let gen = t.generation(old);
         assert_eq!(add(&t, ROOT, "w0", &st(7, 200, libc::S_IFDIR)), old);
         assert_eq!(t.generation(old), gen, "a lookup of the same file keeps its generation");
-        let made = Found { parent: ROOT, name: OsStr::new(".git"), st: &st(7, 200, libc::S_IFDIR), class: Class::GitDir, fresh: true };
+        let made = Found { parent: ROOT, name: OsStr::new(".git"), st: &st(7, 200, libc::S_IFDIR), class: Class::GitDir, fresh: true, live_kept: false };
         assert_eq!(t.found(made, None), old, "the id follows the inode number");
         assert_ne!(t.generation(old), gen, "a file the lower just made under a known number is another file");
         assert_eq!(t.with(old, |n| (n.nlookup, n.class)), Ok((3, Class::GitDir)), "the kernel's count is kept");
         let g2 = t.generation(old);
         add(&t, ROOT, "hard-link", &st(7, 200, libc::S_IFDIR));
         assert_eq!(t.generation(old), g2, "a lookup under another name (a link, a rename) is the same file");
+    }
+
+    #[test]
+    fn a_kept_live_ref_met_under_another_name_is_another_file() {
+        let t = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let file = st(7, 300, libc::S_IFREG);
+        let look = |name: &str, class, live_kept| {
+            t.found(Found { parent: ROOT, name: OsStr::new(name), st: &file, class, fresh: false, live_kept }, None)
+        };
+        let main = look("main", Class::LiveRef, true);
+        let gen = t.generation(main);
+        assert_eq!(t.live_refs(Duration::from_secs(1)), vec![main], "a box lock can reach it");
+        assert!(t.live_refs(Duration::ZERO).is_empty(), "attributes given longer ago than the TTL have expired in the kernel");
+        // The host replaced `main` and its next lock got the old file's number (ADR 0026).
+        assert_eq!(look("main.lock", Class::Lock, true), main);
+        assert_ne!(t.generation(main), gen, "the kernel must drop `main`'s entry, not read the lock by it");
+        let gen = t.generation(main);
+        // A lock renamed onto a ref is followed: the lock's name was never kept.
+        assert_eq!(look("main", Class::LiveRef, true), main);
+        assert_eq!(t.generation(main), gen);
+        // Without kept entries every walk is a LOOKUP, which names the node afresh.
+        let u = InodeTable::new(&st(7, 100, libc::S_IFDIR), Class::WorkTree, 0);
+        let f = |name: &'static str, class| Found { parent: ROOT, name: OsStr::new(name), st: &file, class, fresh: false, live_kept: false };
+        let id = u.found(f("main", Class::LiveRef), None);
+        let gen = u.generation(id);
+        u.found(f("main.lock", Class::Lock), None);
+        assert_eq!(u.generation(id), gen, "followed as a rename");
+        u.forget(id, 2);
+        assert!(u.live_refs(Duration::from_secs(1)).is_empty(), "a forgotten node leaves the list");
     }
 
     #[test]

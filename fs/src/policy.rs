@@ -60,12 +60,10 @@ pub struct CachePolicy {
 /// may read as the directory for this long, never a ref's value.
 pub const REF_DIR_TTL: Duration = Duration::from_millis(100);
 
-/// How long the kernel may keep the attributes of the index, a lock, a live ref or a ref-store
-/// directory. Their entry TTL stays zero, so every path walk still asks seamfs and replaces
-/// them; this only spares the GETATTR the kernel sends right after that LOOKUP (ADR 0020). A
-/// live-ref node serves its name, so an open can reach a file the host renamed in after the
-/// lookup, and git sizes what it reads of `config` or `packed-refs` by `fstat`: the open drops
-/// the kernel's copy first when the file differs (`Core::open`, ADR 0036).
+/// How long the kernel may keep the attributes of the index, a lock or a ref-store directory.
+/// Their entry TTL stays zero, so every path walk still asks seamfs and replaces them; this
+/// only spares the GETATTR the kernel sends right after that LOOKUP (ADR 0020). (Live refs keep
+/// theirs for the share's TTL: ADR 0036, 0038.)
 pub const LIVE_ATTR_TTL: Duration = Duration::from_millis(50);
 
 /// Files from this size on get FUSE passthrough; smaller ones are read through seamfs and the
@@ -138,7 +136,10 @@ pub fn cache_policy(class: Class, ttls: &Ttls) -> CachePolicy {
         Class::Index | Class::Lock => CachePolicy { direct_io: false, passthrough: true, ..live },
         // A live ref's attributes are kept too (the GETATTR after its LOOKUP spared): its node
         // serves its name, so `Core::open` drops them when it opens another file (ADR 0036).
-        Class::LiveRef => live,
+        // Their entries and attributes are kept for the share's own TTL: OPEN checks the name
+        // on the share, GETATTR too once the attributes expire, and a box lock drops the
+        // kernel's attributes of every one (ADR 0038).
+        Class::LiveRef => CachePolicy { entry_ttl: ttls.work_tree, attr_ttl: ttls.work_tree, ..live },
         Class::LiveRefDir => CachePolicy { attr_ttl: zero, ..live },
         Class::RefDir => CachePolicy { entry_ttl: REF_DIR_TTL, ..live },
     }
@@ -296,15 +297,24 @@ mod tests {
     }
 
     #[test]
-    fn live_names_are_looked_up_every_time() {
+    fn missing_live_names_are_looked_up_every_time() {
         let t = Ttls::default();
         for class in [Class::LiveRef, Class::LiveRefDir, Class::RefDir, Class::Index, Class::Lock] {
             let p = cache_policy(class, &t);
-            let entry = if class == Class::RefDir { REF_DIR_TTL } else { Duration::ZERO };
+            // A live ref's positive entry is kept: its GETATTR and OPEN check the name (ADR 0038).
+            let entry = match class {
+                Class::RefDir => REF_DIR_TTL,
+                Class::LiveRef => t.work_tree,
+                _ => Duration::ZERO,
+            };
             assert_eq!(p.entry_ttl, entry, "{class:?}");
             // Only the GETATTR right after a LOOKUP is spared (ADR 0020): every walk still asks.
             // Live refs too: their open drops a copy that is another file's (ADR 0036).
-            let attr = if class == Class::LiveRefDir { Duration::ZERO } else { LIVE_ATTR_TTL };
+            let attr = match class {
+                Class::LiveRefDir => Duration::ZERO,
+                Class::LiveRef => t.work_tree,
+                _ => LIVE_ATTR_TTL,
+            };
             assert_eq!(p.attr_ttl, attr, "{class:?}");
             assert_eq!(p.negative_ttl, Duration::ZERO);
             assert!(p.refresh);

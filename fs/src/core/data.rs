@@ -5,6 +5,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 
 use fuser::{BackingId, Errno, FopenFlags};
@@ -118,6 +119,7 @@ impl<L: Layer> Core<L> {
     /// OPEN by process `pid`: the lower file with the box's flags, verified to be the node's.
     pub fn open(&self, id: u64, flags: i32, pid: u32) -> Result<Opened, Errno> {
         let flags = self.lower_open_flags(flags & !STRIP);
+        self.refresh_kept_live(id, pid)?;
         self.guard_open(id, flags, pid);
         self.park_node(id, flags, None, pid);
         let (dev, ino, pinned, class, kind) =
@@ -168,6 +170,39 @@ impl<L: Layer> Core<L> {
         Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st) })
     }
 
+    /// An open of a live ref through an entry the kernel kept (ADR 0038) had no LOOKUP to
+    /// refresh the name on the share: refresh it here (once a moment per process, as a lookup
+    /// would). A name gone from the share answers ESTALE: the kernel walks the path again.
+    fn refresh_kept_live(&self, id: u64, pid: u32) -> Result<(), Errno> {
+        let class = self.class_of(id)?;
+        if class != Class::LiveRef || !self.live_entries_kept() {
+            return Ok(());
+        }
+        let path = self.inodes.path(id)?;
+        match self.refresh_for(pid, &path) {
+            crate::lower::Seen::Missing => Err(Errno::ESTALE),
+            _ => Ok(()),
+        }
+    }
+
+    /// A box lock: what git reads under it must be the share's current state, and the kernel
+    /// may keep live refs' entries and attributes (ADR 0038). Git reads a ref's bytes by an
+    /// OPEN, which checks the share; its `stat`s (a ref's existence, the `packed-refs`
+    /// snapshot's size, times and inode) must too: every live ref's attributes are dropped, so
+    /// the next `stat` asks seamfs. Attributes only: that notify takes no lock the CREATE holds
+    /// (as at OPEN, ADR 0036).
+    fn drop_live_attrs(&self) {
+        let Some(n) = self.notifier.get().filter(|_| self.live_entries_kept()) else { return };
+        // Attributes given longer ago than their TTL have expired in the kernel already (twice
+        // the TTL: the kernel counts it from when the reply reached it).
+        for id in self.inodes.live_refs(self.policy(Class::LiveRef).attr_ttl * 2) {
+            // ENOENT for a node the kernel has forgotten meanwhile.
+            if let Err(e) = n.inval_inode(fuser::INodeNo(id), -1, 0) {
+                tracing::trace!(id, error = %e, "live ref attributes not dropped");
+            }
+        }
+    }
+
     /// A live ref's node serves its name, so the file opened may not be the one whose attributes
     /// the kernel keeps (the host renamed another in since): those are dropped before the open
     /// is answered, so an `fstat` on the new fd asks again (git sizes what it reads of `config`
@@ -175,10 +210,15 @@ impl<L: Layer> Core<L> {
     /// kernel's attribute invalidation takes (ADR 0036).
     fn drop_other_files_attrs(&self, id: u64, st: &libc::stat) {
         let now = crate::attr::attr_stamp(&crate::attr::to_attr(id, st));
-        if self.inodes.given(id) == now {
+        // The note can disagree with the kernel's copy when two processes' replies for one node
+        // cross (the kernel keeps the newer request's by `attr_version`, seamfs noted the later
+        // reply): the files git sizes by `fstat` are always dropped (ADR 0038).
+        let sized = self.inodes.with(id, |n| matches!(n.name.as_bytes(), b"config" | b"packed-refs" | b"config.worktree"));
+        if self.inodes.given(id) == now && sized == Ok(false) {
             return;
         }
         if let Some(n) = self.notifier.get() {
+            tracing::debug!(id, given = self.inodes.given(id), now, "dropping the kernel's attributes of a live ref");
             if let Err(e) = n.inval_inode(fuser::INodeNo(id), -1, 0) {
                 tracing::debug!(id, error = %e, "could not drop the kernel's attributes of a live ref");
             }
@@ -298,6 +338,7 @@ impl<L: Layer> Core<L> {
         if class == crate::policy::Class::Lock {
             // What the box reads from now on (under this lock) must be the share's current state.
             self.recent_refresh.barrier();
+            self.drop_live_attrs();
             self.lower.forget_dirs();
             self.guard_lock_create(parent, &child, who.pid)?;
         }

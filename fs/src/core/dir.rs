@@ -242,7 +242,7 @@ impl<L: Layer> Core<L> {
             self.found(dir, lower, &st, class, &path, false)
         } else {
             // No fd to pin: the node needs no path now (it is rebuilt from parents when used).
-            self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class, fresh: false }, None)
+            self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class, fresh: false, live_kept: self.live_entries_kept() }, None)
         };
         let p = self.policy(class);
         Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl, generation: self.inodes.generation(id) })

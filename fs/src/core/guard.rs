@@ -165,20 +165,27 @@ impl<L: Layer> Core<L> {
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return };
         match class {
-            Class::LiveRef if rel == "HEAD" => self.note_start(pid, &gitdir),
-            Class::LiveRef if rel.starts_with("refs/") => {
-                let p = Proc::of(pid);
-                if !self.judge.tracker.has_ref(p, &gitdir, &rel) {
-                    // The value as this process sees it: `packed-refs` as its own last look left it.
-                    self.refresh_for(pid, &cpath(&gitdir.join("packed-refs")));
-                    let v = self.ref_value(&gitdir, &rel);
-                    self.judge.tracker.note_ref(p, &gitdir, &rel, v);
-                }
-            }
+            Class::LiveRef => self.note_ref_look(pid, &gitdir, &rel),
             // No lock on the server a moment ago: nobody's to wait for.
             Class::Lock if seen == Seen::Missing => {}
             Class::Lock => self.wait_host_lock(&child.path),
             _ => {}
+        }
+    }
+
+    /// A process's look at a live ref (its LOOKUP, or its OPEN through an entry the kernel
+    /// kept, ADR 0038): HEAD notes where it started, a ref its value as first seen.
+    fn note_ref_look(&self, pid: u32, gitdir: &Path, rel: &str) {
+        if rel == "HEAD" {
+            self.note_start(pid, gitdir);
+        } else if rel.starts_with("refs/") {
+            let p = Proc::of(pid);
+            if !self.judge.tracker.has_ref(p, gitdir, rel) {
+                // The value as this process sees it: `packed-refs` as its own last look left it.
+                self.refresh_for(pid, &cpath(&gitdir.join("packed-refs")));
+                let v = self.ref_value(gitdir, rel);
+                self.judge.tracker.note_ref(p, gitdir, rel, v);
+            }
         }
     }
 
@@ -276,7 +283,8 @@ impl<L: Layer> Core<L> {
         Ok(())
     }
 
-    /// OPEN of `config` or `packed-refs`: note what the process read.
+    /// OPEN of a live ref: note what the process read (`config`, `packed-refs`), and HEAD and
+    /// refs as a lookup would when the kernel kept their entries.
     pub(crate) fn guard_open(&self, id: u64, flags: i32, pid: u32) {
         if !self.layer.guards() {
             return;
@@ -286,10 +294,17 @@ impl<L: Layer> Core<L> {
             let old = self.ref_before_change(parent, &name).flatten();
             self.guard_written(parent, &name, pid, old);
         }
-        if class != Class::LiveRef || (&*name != "config" && &*name != "packed-refs") {
+        if class != Class::LiveRef {
             return;
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &name) else { return };
+        if self.live_entries_kept() {
+            // The kernel may have opened it through a kept entry, with no LOOKUP before.
+            self.note_ref_look(pid, &gitdir, &rel);
+        }
+        if &*name != "config" && &*name != "packed-refs" {
+            return;
+        }
         if let Target::File(_) = target_of(&rel) {
             // What the open below reaches: the name as this process's last refresh left it.
             let path = gitdir.join(&rel);

@@ -179,8 +179,9 @@ impl<L: Layer> Core<L> {
     }
 
     /// Where the mount puts its session's notifier (`mount::serve_with`'s `mounted`). Once it
-    /// is there, a live ref's attributes are kept for `policy::LIVE_ATTR_TTL`, and an open that
-    /// finds another file behind the name drops the kernel's copy first (ADR 0036).
+    /// is there, a live ref's entry and attributes are kept (ADR 0036, 0038), an open that
+    /// finds another file behind the name drops the kernel's copy first, and a box lock drops
+    /// every live ref's.
     pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
         self.notifier.clone()
     }
@@ -233,10 +234,17 @@ impl<L: Layer> Core<L> {
     pub(crate) fn policy(&self, class: Class) -> CachePolicy {
         let p = self.layer.cache(class);
         if class == Class::LiveRef && self.notifier.get().is_none() {
-            // Nothing could drop a stale copy at an open (ADR 0036).
-            return CachePolicy { attr_ttl: Duration::ZERO, ..p };
+            // Nothing could drop a stale copy at an open (ADR 0036) or a box lock (ADR 0038;
+            // the share emulator keeps its entries: that is its fault model).
+            let entry_ttl = if self.layer.guards() { Duration::ZERO } else { p.entry_ttl };
+            return CachePolicy { attr_ttl: Duration::ZERO, entry_ttl, ..p };
         }
         p
+    }
+
+    /// The kernel keeps live refs' entries (ADR 0038).
+    pub(crate) fn live_entries_kept(&self) -> bool {
+        self.layer.guards() && !self.policy(Class::LiveRef).entry_ttl.is_zero()
     }
 
     /// Class a new child of `parent` gets.
@@ -372,7 +380,7 @@ impl<L: Layer> Core<L> {
     fn found(&self, parent: u64, name: &OsStr, st: &libc::stat, class: Class, path: &CStr, fresh: bool) -> u64 {
         let pin = || self.lower.open_at(path, libc::O_PATH, 0).ok();
         let pin_ref: Option<&dyn Fn() -> Option<OwnedFd>> = if self.layer.pin(class) { Some(&pin) } else { None };
-        self.inodes.found(Found { parent, name, st, class, fresh }, pin_ref)
+        self.inodes.found(Found { parent, name, st, class, fresh, live_kept: self.live_entries_kept() }, pin_ref)
     }
 
     /// LOOKUP by process `pid`.
@@ -449,7 +457,7 @@ impl<L: Layer> Core<L> {
                 r => r?,
             },
         };
-        Ok((to_attr(id, &st), self.policy(class).attr_ttl))
+        Ok((node_attr(id, class, &st, &self.inodes), self.policy(class).attr_ttl))
     }
 
     /// SETATTR: mode, owner, size and times, in that order, on the handle or the verified node.
@@ -549,6 +557,16 @@ impl<L: Layer> Core<L> {
 /// "not a git repository". The kind must match: the kernel takes a changed type for a bad inode.
 pub(crate) fn serves_name(class: Class, kind: u32, st: &libc::stat) -> bool {
     class == Class::LiveRef && st.st_mode & libc::S_IFMT == kind
+}
+
+/// Attributes of node `id` as `st`. A live ref's node serves its name and may answer for a
+/// newer file than the one looked up: that file's own number is shown, so a stat check (git's
+/// `packed-refs` snapshot compares `st_ino`) sees the change (ADR 0038).
+fn node_attr(id: u64, class: Class, st: &libc::stat, inodes: &InodeTable) -> FileAttr {
+    if class == Class::LiveRef {
+        return to_attr(inodes.id_for(st), st);
+    }
+    to_attr(id, st)
 }
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
