@@ -167,6 +167,8 @@ impl Lower {
         if self.stale_pages.is_none() || cached.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(cached.st_size);
         }
+        // Counted by `seam-lab vm counts` from the guest's debug log.
+        tracing::debug!(name = ?rel, "sized by the server");
         let (fd, _) = self.open_regular(rel)?;
         crate::lower_cache::direct_len(fd).map(|n| n as i64)
     }

@@ -174,6 +174,22 @@ const LIVE_FILES: &[&str] = &[
 /// Files below `objects/` that are replaced in place by rename and so must read fresh.
 const LIVE_OBJECT_FILES: &[&str] = &["commit-graph", "multi-pack-index", "packs", "alternates"];
 
+/// Live files git sizes its read of by `fstat` (or maps whole): their size must be the one of
+/// the file the OPEN reads, so it is never taken from a moment ago (ADR 0039).
+const SIZED_BY_FSTAT: &[&str] = &["packed-refs", "config", "config.worktree", "commit-graph", "multi-pack-index"];
+
+/// True for a live file git reads to its end whatever its size said: a ref, a reflog, `HEAD`
+/// or `*_HEAD` (`path` relative to the lower). A size a moment old is harmless for these.
+pub fn read_to_end(path: &std::ffi::CStr) -> bool {
+    let b = path.to_bytes();
+    let mut parts = b.split(|c| *c == b'/');
+    let name = b.rsplit(|c| *c == b'/').next().unwrap_or(b);
+    if SIZED_BY_FSTAT.iter().any(|f| f.as_bytes() == name) {
+        return false;
+    }
+    name.ends_with(b"HEAD") || parts.any(|p| p == b"refs" || p == b"logs")
+}
+
 /// Class of `name` inside a directory of class `parent`.
 ///
 /// `.git` directories are recognised by name; linked-worktree and submodule git dirs by their
@@ -265,6 +281,16 @@ mod tests {
 
     fn c(parent: Class, name: &str, dir: bool) -> Class {
         classify(parent, OsStr::new(name), dir)
+    }
+
+    #[test]
+    fn refs_logs_and_heads_are_read_to_their_end() {
+        for p in [c"r/.git/HEAD", c"r/.git/ORIG_HEAD", c".git/refs/heads/main", c".git/logs/refs/heads/main", c".git/worktrees/w/HEAD"] {
+            assert!(read_to_end(p), "{p:?}");
+        }
+        for p in [c"r/.git/packed-refs", c".git/config", c".git/worktrees/refs/config", c".git/objects/info/commit-graph", c".git/shallow"] {
+            assert!(!read_to_end(p), "{p:?}");
+        }
     }
 
     #[test]

@@ -47,6 +47,30 @@ struct Refreshed {
     epoch: u64,
     /// What it learned, and the lower's name generation read before it (ADR 0037).
     learned: (Seen, u64),
+    /// The size the server gave the file while this refresh stands, and the lower's cached stat
+    /// it went with ([`SizeKey`]): on a lower that never revalidates (9p `cache=loose`) the size
+    /// costs an `O_DIRECT` read, which the process's next look a moment later is spared too.
+    sized: Option<(SizeKey, i64)>,
+}
+
+/// What the lower's own cached stat of a file said when the server sized it: inode, change
+/// time and cached size. A write through this lower changes them, so the process that wrote
+/// never reads back the size from before its write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeKey {
+    /// The lower's inode number.
+    pub ino: u64,
+    /// Its change time (seconds, nanoseconds).
+    pub ctime: (i64, i64),
+    /// The size the lower's cache gives it.
+    pub cached_size: i64,
+}
+
+impl SizeKey {
+    /// The key of a stat of the lower.
+    pub fn of(st: &libc::stat) -> SizeKey {
+        SizeKey { ino: st.st_ino, ctime: (st.st_ctime, st.st_ctime_nsec), cached_size: st.st_size }
+    }
 }
 
 impl Default for RecentRefresh {
@@ -88,14 +112,14 @@ impl RecentRefresh {
         match names.iter_mut().find(|r| r.path.as_c_str() == path) {
             Some(r) if r.epoch == epoch && now.duration_since(r.when) < self.window => Some(r.learned),
             Some(r) => {
-                (r.when, r.epoch, r.learned) = (now, epoch, (Seen::Unknown, 0));
+                (r.when, r.epoch, r.learned, r.sized) = (now, epoch, (Seen::Unknown, 0), None);
                 None
             }
             None => {
                 if names.len() >= MAX_NAMES {
                     names.clear();
                 }
-                names.push(Refreshed { path: path.to_owned(), when: now, epoch, learned: (Seen::Unknown, 0) });
+                names.push(Refreshed { path: path.to_owned(), when: now, epoch, learned: (Seen::Unknown, 0), sized: None });
                 None
             }
         }
@@ -106,6 +130,28 @@ impl RecentRefresh {
         if let Some(mut names) = self.seen.get_mut(&pid) {
             if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
                 r.learned = (seen, generation);
+            }
+        }
+    }
+
+    /// The size the server gave `path` for `pid` under the refresh that still stands, when the
+    /// lower's cached stat is still `key`'s (nothing wrote the file through this lower since).
+    pub fn server_size(&self, pid: u32, path: &CStr, key: SizeKey) -> Option<i64> {
+        let names = self.seen.get(&pid)?;
+        let r = names.iter().find(|r| r.path.as_c_str() == path)?;
+        let standing = r.epoch == self.epoch.load(Ordering::Acquire) && r.when.elapsed() < self.window;
+        match r.sized {
+            Some((k, size)) if standing && k == key => Some(size),
+            _ => None,
+        }
+    }
+
+    /// The size the server gave `path` for `pid`, under the refresh [`RecentRefresh::recall`]
+    /// recorded; forgotten with it.
+    pub fn note_server_size(&self, pid: u32, path: &CStr, key: SizeKey, size: i64) {
+        if let Some(mut names) = self.seen.get_mut(&pid) {
+            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
+                r.sized = Some((key, size));
             }
         }
     }
@@ -154,6 +200,33 @@ mod tests {
         assert!(r.needs(7, c".git/HEAD"));
         std::thread::sleep(Duration::from_millis(100));
         assert!(!r.needs(7, c".git/HEAD"), "within 300 ms the refresh still stands");
+    }
+
+    #[test]
+    fn a_server_size_stands_with_its_refresh_and_cached_stat() {
+        let r = RecentRefresh::default();
+        let key = SizeKey { ino: 5, ctime: (1, 2), cached_size: 41 };
+        assert_eq!(r.recall(7, c".git/HEAD"), None);
+        assert_eq!(r.server_size(7, c".git/HEAD", key), None, "not sized yet");
+        r.note_server_size(7, c".git/HEAD", key, 21);
+        assert_eq!(r.server_size(7, c".git/HEAD", key), Some(21));
+        assert_eq!(r.server_size(8, c".git/HEAD", key), None, "another process sizes for itself");
+        let written = SizeKey { ctime: (1, 3), ..key };
+        assert_eq!(r.server_size(7, c".git/HEAD", written), None, "a write through the lower changed the cached stat");
+        r.barrier();
+        assert_eq!(r.server_size(7, c".git/HEAD", key), None, "a lock barrier forgets it");
+        assert_eq!(r.recall(7, c".git/HEAD"), None, "the next look refreshes");
+        assert_eq!(r.server_size(7, c".git/HEAD", key), None, "and sizes again");
+    }
+
+    #[test]
+    fn a_server_size_ends_with_the_window() {
+        let r = RecentRefresh::default();
+        let key = SizeKey { ino: 5, ctime: (1, 2), cached_size: 41 };
+        assert_eq!(r.recall(7, c".git/HEAD"), None);
+        r.note_server_size(7, c".git/HEAD", key, 21);
+        std::thread::sleep(MIN_WINDOW + Duration::from_millis(5));
+        assert_eq!(r.server_size(7, c".git/HEAD", key), None);
     }
 
     #[test]

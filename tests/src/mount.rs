@@ -181,7 +181,7 @@ impl Mount {
                 std::thread::sleep(Duration::from_millis(20));
             }
             if !procfs::fully_exited(pid) {
-                problems.push(format!("daemon {pid} still running 10 s after the unmount: killed"));
+                problems.push(format!("daemon {pid} still running 10 s after the unmount: killed; its threads:\n{}", procfs::threads_report(pid)));
                 // SAFETY: plain kill(2) of the daemon this guard started.
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }

@@ -99,6 +99,23 @@ pub fn fully_exited(pid: u32) -> bool {
     others == 0 && !alive(pid)
 }
 
+/// Where each thread of `pid` is: name, state, kernel wait channel and kernel stack, one block
+/// per thread. For a process that does not exit when it should: says which thread holds it.
+pub fn threads_report(pid: u32) -> String {
+    let read = |tid: &str, f: &str| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/{f}")).unwrap_or_default();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return format!("/proc/{pid}/task is gone") };
+    let mut out = String::new();
+    for t in tasks.flatten() {
+        let tid = t.file_name().to_string_lossy().into_owned();
+        let state = read(&tid, "status").lines().find(|l| l.starts_with("State:")).unwrap_or("State: ?").to_string();
+        out += &format!("  thread {tid} {} {state} wchan {}\n", read(&tid, "comm").trim(), read(&tid, "wchan"));
+        for line in read(&tid, "stack").lines() {
+            out += &format!("    {line}\n");
+        }
+    }
+    out
+}
+
 /// Number of open fds of `pid`.
 pub fn fd_count(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
@@ -133,5 +150,26 @@ mod tests {
         let (soft, _) = nofile_limit(std::process::id());
         assert!(soft.is_some_and(|s| s > 0));
         assert!(fd_count(std::process::id()) >= 3);
+    }
+
+    #[test]
+    fn reports_every_thread_of_a_process() {
+        // The thread names itself once it runs: wait for it to say so before reading /proc.
+        let (started, running) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let parked = std::thread::Builder::new()
+            .name("seam-report".into())
+            .spawn(move || {
+                started.send(()).expect("send");
+                let _ = stopped.recv();
+            })
+            .expect("spawn");
+        running.recv().expect("the thread started");
+        let report = threads_report(std::process::id());
+        assert!(report.contains("seam-report") && report.contains("State:"), "{report}");
+        assert!(report.lines().filter(|l| l.starts_with("  thread ")).count() >= 2, "{report}");
+        drop(stop);
+        parked.join().expect("join");
+        assert!(threads_report(u32::MAX).contains("is gone"));
     }
 }

@@ -276,7 +276,8 @@ fn log_lines(g: &Guest, log: &str) -> Result<usize, LabError> {
 }
 
 /// FUSE operations whose spans were created after line `from` of the log, by name, and the
-/// forced revalidations seamfs made of the share (under [`REFRESH_KEY`]).
+/// forced revalidations seamfs made of the share (under [`REFRESH_KEY`]) and the files it sized
+/// by reading them from the server (under [`SIZED_KEY`]).
 fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64>, LabError> {
     let mut out = BTreeMap::new();
     for line in log_text(g, log)?.lines().skip(from) {
@@ -284,6 +285,8 @@ fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64
             *out.entry(op.to_string()).or_insert(0) += 1;
         } else if line.contains("seamfs::lower: refreshed") {
             *out.entry(REFRESH_KEY.to_string()).or_insert(0) += 1;
+        } else if line.contains("seamfs::lower: sized by the server") {
+            *out.entry(SIZED_KEY.to_string()).or_insert(0) += 1;
         }
     }
     Ok(out)
@@ -292,6 +295,10 @@ fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64
 /// The count of seamfs's forced revalidations (each a share round trip), kept apart from FUSE
 /// operations: `Lower::refresh_again`'s debug event.
 const REFRESH_KEY: &str = "(share refreshes)";
+
+/// The count of live files seamfs sized by an `O_DIRECT` read (9p `cache=loose` only, where each
+/// is an open, a read and a close on the server): `Lower::fresh_size`'s debug event.
+const SIZED_KEY: &str = "(server sizes)";
 
 /// The span name of a `FmtSpan::NEW` line (`… DEBUG lookup{parent=1 name="x"}: seamfs::filesystem: new`).
 fn span_name(line: &str) -> Option<&str> {
@@ -360,19 +367,34 @@ fn by_count(calls: &BTreeMap<String, u64>) -> String {
     format!("{total}: {}", by.join(", "))
 }
 
-/// `total: op n, op n, …` (the eight largest), then the share refreshes seamfs forced.
+/// `total: op n, op n, …` (the eight largest), then the share refreshes seamfs forced and the
+/// server sizes it read, when there were any.
 fn by_op(requests: Option<&BTreeMap<String, u64>>) -> String {
     let Some(req) = requests else { return "-".into() };
     let refreshes = req.get(REFRESH_KEY).copied().unwrap_or(0);
-    let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(k, _)| k.as_str() != REFRESH_KEY).collect();
+    let sized = match req.get(SIZED_KEY) {
+        Some(n) => format!("; server sizes {n}"),
+        None => String::new(),
+    };
+    let mut ops: Vec<(&String, &u64)> = req.iter().filter(|(k, _)| ![REFRESH_KEY, SIZED_KEY].contains(&k.as_str())).collect();
     let total: u64 = ops.iter().map(|(_, n)| **n).sum();
     ops.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
     let by: Vec<String> = ops.iter().take(8).map(|(o, n)| format!("{o} {n}")).collect();
-    format!("{total}: {}; share refreshes {refreshes}", by.join(", "))
+    format!("{total}: {}; share refreshes {refreshes}{sized}", by.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn server_sizes_are_shown_beside_refreshes_when_there_are_any() {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("lookup".to_string(), 3u64);
+        m.insert(super::REFRESH_KEY.to_string(), 2);
+        assert_eq!(super::by_op(Some(&m)), "3: lookup 3; share refreshes 2");
+        m.insert(super::SIZED_KEY.to_string(), 4);
+        assert_eq!(super::by_op(Some(&m)), "3: lookup 3; share refreshes 2; server sizes 4");
+    }
+
     #[test]
     fn strace_summaries_are_read() {
         let t = "% time     seconds  usecs/call     calls    errors syscall\n\

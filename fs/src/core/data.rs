@@ -214,11 +214,12 @@ impl<L: Layer> Core<L> {
         // cross (the kernel keeps the newer request's by `attr_version`, seamfs noted the later
         // reply): the files git sizes by `fstat` are always dropped (ADR 0038).
         let sized = self.inodes.with(id, |n| matches!(n.name.as_bytes(), b"config" | b"packed-refs" | b"config.worktree"));
-        if self.inodes.given(id) == now && sized == Ok(false) {
+        let given = self.inodes.given(id);
+        if given == now && sized == Ok(false) {
             return;
         }
         if let Some(n) = self.notifier.get() {
-            tracing::debug!(id, given = self.inodes.given(id), now, "dropping the kernel's attributes of a live ref");
+            tracing::debug!(id, given, now, "dropping the kernel's attributes of a live ref");
             if let Err(e) = n.inval_inode(fuser::INodeNo(id), -1, 0) {
                 tracing::debug!(id, error = %e, "could not drop the kernel's attributes of a live ref");
             }

@@ -267,7 +267,7 @@ impl<L: Layer> Core<L> {
         }
         let path = self.inodes.path(id)?;
         let seen = self.refresh_live(class, pid, &path);
-        match self.stat_after(seen, &path).and_then(|st| self.live_size(class, &path, st)) {
+        match self.stat_after(seen, &path).and_then(|st| self.live_size(class, pid, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
             // asked about the name, and the name holds a newer file (see `serves_name`).
@@ -318,10 +318,25 @@ impl<L: Layer> Core<L> {
 
     /// A live ref's stat with the size its server has (a lower that never revalidates keeps the
     /// first size it saw: `crate::lower_cache`); ENOENT when the server has no such file.
-    fn live_size(&self, class: Class, path: &CStr, mut st: libc::stat) -> std::io::Result<libc::stat> {
-        if class == Class::LiveRef {
-            st.st_size = self.lower.fresh_size(path, &st)?;
+    /// There, a size the server gave process `pid` stands while its refresh does, for the
+    /// files git reads to their end (ADR 0039).
+    fn live_size(&self, class: Class, pid: u32, path: &CStr, mut st: libc::stat) -> std::io::Result<libc::stat> {
+        if class != Class::LiveRef {
+            return Ok(st);
         }
+        if self.lower.stale_pages().is_none() || !crate::policy::read_to_end(path) {
+            st.st_size = self.lower.fresh_size(path, &st)?;
+            return Ok(st);
+        }
+        let key = crate::recent_refresh::SizeKey::of(&st);
+        st.st_size = match self.recent_refresh.server_size(pid, path, key) {
+            Some(size) => size,
+            None => {
+                let size = self.lower.fresh_size(path, &st)?;
+                self.recent_refresh.note_server_size(pid, path, key, size);
+                size
+            }
+        };
         Ok(st)
     }
 
@@ -401,7 +416,7 @@ impl<L: Layer> Core<L> {
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
         }
-        let st = match self.stat_after(seen, path).and_then(|st| self.live_size(guess, path, st)) {
+        let st = match self.stat_after(seen, path).and_then(|st| self.live_size(guess, pid, path, st)) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child, pid)?,
             Err(e) => return Err(io_err(e)),
