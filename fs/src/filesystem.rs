@@ -55,6 +55,11 @@ impl<L: Layer> Core<L> {
             let flags = o.flags;
             return Settled { fh: FileHandle(self.register(o, false)), flags, backing: None };
         }
+        if o.counted {
+            // A live ref's page-cache open, counted when its file was checked (ADR 0040).
+            let flags = self.cached_open_flags(&o);
+            return Settled { fh: FileHandle(self.register(o, true)), flags, backing: None };
+        }
         let make = || match &o.fd {
             Some(fd) => open_backing(fd),
             None => Err(std::io::Error::from_raw_os_error(libc::EBADF)),

@@ -259,6 +259,26 @@ impl Handles {
         IoMode::Cached
     }
 
+    /// Counts a page-cache open of `node` before its file is known to be the node's own (a live
+    /// ref, ADR 0040): undone by [`Handles::leave_cached`], or kept by the handle registered
+    /// with `cached` set, whose release undoes it.
+    pub fn enter_cached(&self, node: u64) {
+        self.by_node.entry(node).or_default().cached += 1;
+    }
+
+    /// Undoes [`Handles::enter_cached`] for an open that did not become a page-cache one.
+    pub fn leave_cached(&self, node: u64) {
+        if let Some(mut io) = self.by_node.get_mut(&node) {
+            io.cached = io.cached.saturating_sub(1);
+        }
+        self.by_node.remove_if(&node, |_, io| io.cached == 0 && io.backing.strong_count() == 0);
+    }
+
+    /// Open files of `node` served through the kernel's page cache.
+    pub fn cached_opens(&self, node: u64) -> usize {
+        self.by_node.get(&node).map_or(0, |io| io.cached)
+    }
+
     /// Keeps a passthrough registration until the handle is released.
     pub fn keep_backing(&self, fh: u64, node: u64, id: Arc<BackingId>) {
         self.backings.insert(fh, (node, id));

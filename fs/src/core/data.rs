@@ -3,7 +3,7 @@
 //! With passthrough on, the kernel reads and writes the lower file itself (`BackingId`); without
 //! it (kernels before 6.9, or `--no-passthrough`) seamfs does `pread`/`pwrite` on the handle.
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, OsStr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
@@ -37,6 +37,9 @@ pub struct Opened {
     pub read_only: bool,
     /// The lower file's stamp at open (0: none; see `stamp`).
     pub stamp: u64,
+    /// Already counted as a page-cache open of its node (a live ref's, ADR 0040): registered
+    /// as one without `Handles::choose_io`.
+    pub counted: bool,
 }
 
 /// Read-only, and not truncating.
@@ -73,7 +76,9 @@ impl<L: Layer> Core<L> {
     /// passthrough file costs the share one more open, flush and release (the kernel opens its
     /// own backing file on the share). A layer may ask for it only from a size on
     /// (`Layer::passthrough_min`): smaller files are read through seamfs and the page cache.
-    fn fopen_flags(&self, id: u64, size: u64, flags: i32) -> Result<(FopenFlags, bool), Errno> {
+    /// `live_cached`: a live ref read through the page cache (ADR 0040) though its class reads
+    /// directly.
+    fn fopen_flags(&self, id: u64, size: u64, flags: i32, live_cached: bool) -> Result<(FopenFlags, bool), Errno> {
         let class = self.class_of(id)?;
         let p = self.policy(class);
         // Nothing to write back from a read-only file: its close need not reach seamfs.
@@ -82,7 +87,7 @@ impl<L: Layer> Core<L> {
         } else {
             FopenFlags::empty()
         };
-        if p.direct_io {
+        if p.direct_io && !live_cached {
             // Live refs too: `HEAD`, the branch and `config` are read at every git command.
             return Ok((FopenFlags::FOPEN_DIRECT_IO | no_flush, false));
         }
@@ -137,7 +142,7 @@ impl<L: Layer> Core<L> {
             }
         }
         let lower_flags = self.lower_read_flags(flags, class);
-        let (fd, st) = match pinned {
+        let (fd, st, slot) = match pinned {
             // A pinned node reopens the very file it was looked up as.
             Some(p) => {
                 let path = crate::lower::proc_fd_path(p.as_raw_fd());
@@ -146,28 +151,55 @@ impl<L: Layer> Core<L> {
                 // SAFETY: fresh fd.
                 let fd: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) };
                 let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-                (fd, st)
+                (fd, st, None)
             }
             None => {
                 let path = self.inodes.path(id)?;
+                // Counted before the name is checked: a GETATTR that finds the name moved on
+                // from here sees this open, and gives the node no other file's size (ADR 0040).
+                let slot = self.live_page_cache(class, flags, &path).then(|| CachedSlot::enter(&self.handles, id));
                 let fd = match self.lower.open_at(&path, lower_flags, 0) {
                     Ok(fd) => fd,
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
                     Err(e) => return Err(Errno::from(e)),
                 };
                 let st = fstat(fd.as_raw_fd()).map_err(Errno::from)?;
-                if !same_file(&st, dev, ino) && !super::serves_name(class, kind, &st) {
-                    return Err(Errno::ESTALE);
+                if same_file(&st, dev, ino) {
+                    (fd, st, slot)
+                } else {
+                    drop(slot);
+                    if !super::serves_name(class, kind, &st) || self.other_version_cached(class, id) {
+                        return Err(Errno::ESTALE);
+                    }
+                    (fd, st, None)
                 }
-                (fd, st)
             }
         };
         if class == Class::LiveRef {
             self.drop_other_files_attrs(id, &st);
         }
-        let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags)?;
+        let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags, slot.is_some())?;
         let size = st.st_size as u64;
-        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st) })
+        let counted = slot.map(CachedSlot::keep).is_some();
+        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st), counted })
+    }
+
+    /// A live ref whose reads may go through the kernel's page cache (ADR 0040): a read-only
+    /// open of a file git reads to its end, while the kernel keeps live refs' entries, on a
+    /// lower whose own cache revalidates. Only an open of the node's own file becomes one.
+    fn live_page_cache(&self, class: Class, flags: i32, path: &CStr) -> bool {
+        class == Class::LiveRef
+            && read_only(flags)
+            && self.live_entries_kept()
+            && self.lower.stale_pages().is_none()
+            && crate::policy::read_to_end(path)
+    }
+
+    /// True when live ref `id` is read through the page cache by an open file: the name now
+    /// holds another file, which must not be served as this node (its size would become the
+    /// node's, and cut those reads short): the kernel walks the path again instead.
+    pub(crate) fn other_version_cached(&self, class: Class, id: u64) -> bool {
+        class == Class::LiveRef && self.handles.cached_opens(id) > 0
     }
 
     /// An open of a live ref through an entry the kernel kept (ADR 0038) had no LOOKUP to
@@ -253,11 +285,11 @@ impl<L: Layer> Core<L> {
         if !same_file(&st, dev, ino) || stamp(&st) != node_stamp || st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(None);
         }
-        let (fopen, passthrough) = self.fopen_flags(id, size, flags)?;
+        let (fopen, passthrough) = self.fopen_flags(id, size, flags, false)?;
         if passthrough {
             return Ok(None);
         }
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp }))
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted: false }))
     }
 
     /// The lower file of an open handle, opened now if the open was deferred. A deferred file
@@ -379,8 +411,8 @@ impl<L: Layer> Core<L> {
         self.guard_created(parent, &child, class, who.pid, made, created.as_ref());
         let node = entry.attr.ino.0;
         let size = created.map_or(0, |st| st.st_size as u64);
-        let (fopen, passthrough) = self.fopen_flags(node, size, open_flags)?;
-        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0 }))
+        let (fopen, passthrough) = self.fopen_flags(node, size, open_flags, false)?;
+        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false }))
     }
 
     /// Registers an opened file; returns the handle id.
@@ -539,4 +571,29 @@ pub(crate) fn sync_fd(fd: BorrowedFd<'_>, datasync: bool) -> Result<(), Errno> {
         }
     };
     cvt(r).map(drop)
+}
+
+/// A page-cache open counted on its node before its file is checked (`Handles::enter_cached`);
+/// dropped, the count is undone.
+struct CachedSlot<'a> {
+    handles: &'a crate::handles::Handles,
+    node: u64,
+}
+
+impl<'a> CachedSlot<'a> {
+    fn enter(handles: &'a crate::handles::Handles, node: u64) -> Self {
+        handles.enter_cached(node);
+        CachedSlot { handles, node }
+    }
+
+    /// The open became a page-cache one: its handle's release undoes the count.
+    fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for CachedSlot<'_> {
+    fn drop(&mut self) {
+        self.handles.leave_cached(self.node);
+    }
 }

@@ -271,7 +271,8 @@ impl<L: Layer> Core<L> {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
             // asked about the name, and the name holds a newer file (see `serves_name`).
-            Ok(st) if serves_name(class, kind, &st) => Ok(st),
+            // Not while the node's own file is read through the page cache (ADR 0040).
+            Ok(st) if serves_name(class, kind, &st) && !self.other_version_cached(class, id) => Ok(st),
             // Replaced or gone on the lower: make the kernel walk the path again.
             Ok(_) => Err(Errno::ESTALE),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Errno::ESTALE),

@@ -478,6 +478,80 @@ fn reading_a_live_ref_sends_no_flush() {
     f.m.unmount();
 }
 
+/// A ref read again is served from the kernel's page cache (ADR 0040): while the file at the
+/// name is the one read before, a read of `HEAD` or a branch sends seamfs an OPEN and nothing
+/// else, where a direct read sent two READs (the bytes, then end of file). `config` is sized by
+/// `fstat` and stays direct: its READs show the count counts.
+#[test]
+fn a_ref_read_again_is_served_from_the_page_cache() {
+    let f = seamfs_over_repo("pagecache", &["--ttl", "1"]);
+    let gitdir = f.m.join("repo/.git");
+    const READS: u64 = 20;
+    let count_reads = |name: &str| {
+        let want = std::fs::read(f.host.join(".git").join(name)).expect("read the host's file");
+        assert_eq!(std::fs::read(gitdir.join(name)).expect("first read"), want);
+        let trace = FuseRequests::of(f.m.path(), &format!("pc-{}", name.replace('/', "-")));
+        for _ in 0..READS {
+            assert_eq!(std::fs::read(gitdir.join(name)).unwrap_or_else(|e| panic!("read {name}: {e}")), want, "{name} read otherwise than the host has it");
+        }
+        let c = trace.counts();
+        eprintln!("{READS} reads of {name}: {c:?}");
+        (c.get("FUSE_OPEN").copied().unwrap_or(0), c.get("FUSE_READ").copied().unwrap_or(0))
+    };
+    let head = std::fs::read_to_string(f.host.join(".git/HEAD")).expect("read the host's HEAD");
+    let branch = head.trim().strip_prefix("ref: ").expect("HEAD names a branch").to_string();
+    for name in ["HEAD", branch.as_str()] {
+        let (opens, reads) = count_reads(name);
+        assert!(opens >= READS, "{opens} OPENs for {READS} reads of {name}: every open of a live ref must reach seamfs");
+        assert!(reads <= 1, "{reads} READs for {READS} reads of an unchanged {name}: not served from the page cache");
+    }
+    let (_, reads) = count_reads("config");
+    assert!(reads >= READS, "{reads} READs for {READS} reads of config: it must stay direct, or the count is not counting");
+    f.m.unmount();
+}
+
+/// A ref the box reads through the page cache while the host replaces it by rename: the box's
+/// open file goes on reading the file it opened, whole, even when a later open, a `stat` and a
+/// read of the new file (shorter) come in between; the later open reads the new file. Serving
+/// the new file as the same node (as a direct read may) would give that node the new file's
+/// size, and the kernel would cut the first file's page-cache reads at it (ADR 0040).
+#[test]
+fn a_ref_replaced_while_read_through_the_page_cache_is_read_whole() {
+    use std::io::{Read, Seek};
+    let f = seamfs_over_repo("pcrename", &["--ttl", "1"]);
+    let (head, host_head) = (f.m.join("repo/.git/HEAD"), f.host.join(".git/HEAD"));
+    let long = format!("ref: refs/heads/{}\n", "l".repeat(60));
+    let short = "ref: refs/heads/s\n".to_string();
+    for round in 0..20 {
+        let (first, next) = if round % 2 == 0 { (&long, &short) } else { (&short, &long) };
+        let tmp = f.host.join(".git/HEAD.host-tmp");
+        std::fs::write(&tmp, first).expect("write the host's HEAD");
+        std::fs::rename(&tmp, &host_head).expect("rename it over HEAD");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        // Until the box's next open finds the new file, its entry may still be the old one.
+        let mut held = loop {
+            let mut f = std::fs::File::open(&head).expect("open HEAD");
+            let mut s = String::new();
+            f.read_to_string(&mut s).expect("read HEAD");
+            if &s == first {
+                break f;
+            }
+        };
+        std::fs::write(&tmp, next).expect("write the host's next HEAD");
+        std::fs::rename(&tmp, &host_head).expect("rename it over HEAD");
+        let mut again = String::new();
+        std::fs::File::open(&head).expect("open HEAD again").read_to_string(&mut again).expect("read HEAD again");
+        assert_eq!(&again, next, "round {round}: a new open did not read the host's new HEAD");
+        let size = std::fs::metadata(&head).expect("stat HEAD").len();
+        assert_eq!(size, next.len() as u64, "round {round}: stat of HEAD does not describe the file at the name");
+        held.rewind().expect("rewind");
+        let mut old = String::new();
+        held.read_to_string(&mut old).expect("read the held HEAD again");
+        assert_eq!(&old, first, "round {round}: the file open before the host's rename was not read whole");
+    }
+    f.m.unmount();
+}
+
 /// A parent directory kept a moment (ADR 0035) that the host removes and makes anew does not
 /// fail the box's next create in it. The kept fd is of the removed directory, where a create
 /// meets ENOENT; seamfs answered ESTALE, the kernel walked the path again, and the create met the
