@@ -190,6 +190,17 @@ pub fn read_to_end(path: &std::ffi::CStr) -> bool {
     name.ends_with(b"HEAD") || parts.any(|p| p == b"refs" || p == b"logs")
 }
 
+/// True for a live file whose read-only opens may go through the kernel's page cache while its
+/// node is the file at its name (ADR 0040): what git reads to its end, and `config` and
+/// `config.worktree` (git sizes its read of them by `fstat` only after taking their lock,
+/// when the open checks the name on the share). Not `packed-refs`: git checks its snapshot by
+/// the `stat` of the name, which must never show an older file.
+pub fn read_through_page_cache(path: &std::ffi::CStr) -> bool {
+    let b = path.to_bytes();
+    let name = b.rsplit(|c| *c == b'/').next().unwrap_or(b);
+    read_to_end(path) || name == b"config" || name == b"config.worktree"
+}
+
 /// Class of `name` inside a directory of class `parent`.
 ///
 /// `.git` directories are recognised by name; linked-worktree and submodule git dirs by their
@@ -281,6 +292,16 @@ mod tests {
 
     fn c(parent: Class, name: &str, dir: bool) -> Class {
         classify(parent, OsStr::new(name), dir)
+    }
+
+    #[test]
+    fn refs_and_config_go_through_the_page_cache_not_packed_refs() {
+        for p in [c"r/.git/HEAD", c".git/refs/heads/main", c".git/config", c".git/worktrees/w/config.worktree"] {
+            assert!(read_through_page_cache(p), "{p:?}");
+        }
+        for p in [c"r/.git/packed-refs", c".git/objects/info/commit-graph", c".git/objects/pack/multi-pack-index", c".git/shallow"] {
+            assert!(!read_through_page_cache(p), "{p:?}");
+        }
     }
 
     #[test]

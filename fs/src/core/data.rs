@@ -185,14 +185,15 @@ impl<L: Layer> Core<L> {
     }
 
     /// A live ref whose reads may go through the kernel's page cache (ADR 0040): a read-only
-    /// open of a file git reads to its end, while the kernel keeps live refs' entries, on a
-    /// lower whose own cache revalidates. Only an open of the node's own file becomes one.
+    /// open of a ref, `HEAD` or `config` (`policy::read_through_page_cache`), while the kernel
+    /// keeps live refs' entries, on a lower whose own cache revalidates. Only an open of the
+    /// node's own file becomes one.
     fn live_page_cache(&self, class: Class, flags: i32, path: &CStr) -> bool {
         class == Class::LiveRef
             && read_only(flags)
             && self.live_entries_kept()
             && self.lower.stale_pages().is_none()
-            && crate::policy::read_to_end(path)
+            && crate::policy::read_through_page_cache(path)
     }
 
     /// True when live ref `id` is read through the page cache by an open file: the name now
@@ -268,14 +269,17 @@ impl<L: Layer> Core<L> {
             return Ok(None);
         }
         let class = self.class_of(id)?;
-        if self.policy(class).direct_io {
-            return Ok(None);
-        }
         let (node_stamp, complete) = self.inodes.with(id, |n| (n.stamp, n.complete))?;
         if !complete {
             return Ok(None);
         }
         let path = self.inodes.path(id)?;
+        // A ref read through the page cache (ADR 0040) is one too, counted before its check.
+        let live = self.live_page_cache(class, flags, &path);
+        if self.policy(class).direct_io && !live {
+            return Ok(None);
+        }
+        let slot = live.then(|| CachedSlot::enter(&self.handles, id));
         let st = match self.lower.stat(&path) {
             Ok(st) => st,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Err(Errno::ESTALE),
@@ -285,11 +289,15 @@ impl<L: Layer> Core<L> {
         if !same_file(&st, dev, ino) || stamp(&st) != node_stamp || st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(None);
         }
-        let (fopen, passthrough) = self.fopen_flags(id, size, flags, false)?;
+        if live {
+            self.drop_other_files_attrs(id, &st);
+        }
+        let (fopen, passthrough) = self.fopen_flags(id, size, flags, live)?;
         if passthrough {
             return Ok(None);
         }
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted: false }))
+        let counted = slot.map(CachedSlot::keep).is_some();
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted }))
     }
 
     /// The lower file of an open handle, opened now if the open was deferred. A deferred file

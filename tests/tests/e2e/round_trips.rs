@@ -479,12 +479,15 @@ fn reading_a_live_ref_sends_no_flush() {
 }
 
 /// A ref read again is served from the kernel's page cache (ADR 0040): while the file at the
-/// name is the one read before, a read of `HEAD` or a branch sends seamfs an OPEN and nothing
-/// else, where a direct read sent two READs (the bytes, then end of file). `config` is sized by
-/// `fstat` and stays direct: its READs show the count counts.
+/// name is the one read before, a read of `HEAD`, a branch or `config` sends seamfs no READ,
+/// where a direct read sent two (the bytes, then end of file). `packed-refs`, whose snapshot
+/// git checks by `stat`, stays direct: its READs show the count counts.
 #[test]
 fn a_ref_read_again_is_served_from_the_page_cache() {
     let f = seamfs_over_repo("pagecache", &["--ttl", "1"]);
+    let git = Git::new();
+    git.run(&f.host, &["tag", "t"]);
+    git.run(&f.host, &["pack-refs"]);
     let gitdir = f.m.join("repo/.git");
     const READS: u64 = 20;
     let count_reads = |name: &str| {
@@ -500,14 +503,45 @@ fn a_ref_read_again_is_served_from_the_page_cache() {
     };
     let head = std::fs::read_to_string(f.host.join(".git/HEAD")).expect("read the host's HEAD");
     let branch = head.trim().strip_prefix("ref: ").expect("HEAD names a branch").to_string();
-    for name in ["HEAD", branch.as_str()] {
+    for name in ["HEAD", branch.as_str(), "config"] {
         let (opens, reads) = count_reads(name);
         assert!(opens >= READS, "{opens} OPENs for {READS} reads of {name}: every open of a live ref must reach seamfs");
         assert!(reads <= 1, "{reads} READs for {READS} reads of an unchanged {name}: not served from the page cache");
     }
-    let (_, reads) = count_reads("config");
-    assert!(reads >= READS, "{reads} READs for {READS} reads of config: it must stay direct, or the count is not counting");
+    let (_, reads) = count_reads("packed-refs");
+    assert!(reads >= READS, "{reads} READs for {READS} reads of packed-refs: it must stay direct, or the count is not counting");
     f.m.unmount();
+}
+
+/// A ref read again from the page cache opens nothing on the share (ADR 0040, with ADR 0008's
+/// deferred open): while the file at the name is unchanged, seamfs answers the OPEN from a stat
+/// and opens the share's file only if a read comes. `packed-refs` stays direct: it opens the
+/// share's file every time, which shows the count counts.
+#[test]
+fn a_ref_read_again_opens_nothing_on_the_share() {
+    let f = seamfs_over_fast_share("pcopen");
+    let gitdir = f.m.join("repo/.git");
+    let git = Git::new();
+    git.run(&f.m.join("repo"), &["tag", "t"]);
+    git.run(&f.m.join("repo"), &["pack-refs"]);
+    const READS: u64 = 20;
+    let share_opens = |name: &str| {
+        std::fs::read(gitdir.join(name)).expect("first read");
+        let trace = FuseRequests::of(f.s.path(), &format!("pco-{name}"));
+        for _ in 0..READS {
+            std::fs::read(gitdir.join(name)).unwrap_or_else(|e| panic!("read {name}: {e}"));
+        }
+        let (opens, all) = trace.count("FUSE_OPEN");
+        eprintln!("{READS} reads of {name}: {opens} OPENs, {all} requests on the share ({:?})", trace.counts());
+        opens
+    };
+    for name in ["HEAD", "config"] {
+        let n = share_opens(name);
+        assert!(n <= 1, "{READS} reads of an unchanged {name} opened it {n} times on the share");
+    }
+    let packed = share_opens("packed-refs");
+    assert!(packed >= READS, "{READS} reads of packed-refs opened it {packed} times on the share: it must stay direct, or the count is not counting");
+    f.unmount();
 }
 
 /// A ref the box reads through the page cache while the host replaces it by rename: the box's
