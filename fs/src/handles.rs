@@ -210,15 +210,11 @@ impl Handles {
             (None, Some((_, (node, _)))) => *node,
             (None, None) => return None,
         };
-        if let Some((_, h)) = &removed {
-            if h.cached {
-                if let Some(mut io) = self.by_node.get_mut(&node) {
-                    io.cached = io.cached.saturating_sub(1);
-                }
-            }
-        }
         drop(backing);
-        self.by_node.remove_if(&node, |_, io| io.cached == 0 && io.backing.strong_count() == 0);
+        match &removed {
+            Some((_, h)) if h.cached => self.leave_cached(node),
+            _ => self.forget_idle(node),
+        }
         removed.map(|(_, h)| h)
     }
 
@@ -266,11 +262,16 @@ impl Handles {
         self.by_node.entry(node).or_default().cached += 1;
     }
 
-    /// Undoes [`Handles::enter_cached`] for an open that did not become a page-cache one.
+    /// Undoes [`Handles::enter_cached`] (or a page-cache open's count, at its release).
     pub fn leave_cached(&self, node: u64) {
         if let Some(mut io) = self.by_node.get_mut(&node) {
             io.cached = io.cached.saturating_sub(1);
         }
+        self.forget_idle(node);
+    }
+
+    /// Forgets `node`'s entry once no file of it is open in either way.
+    fn forget_idle(&self, node: u64) {
         self.by_node.remove_if(&node, |_, io| io.cached == 0 && io.backing.strong_count() == 0);
     }
 
