@@ -35,6 +35,8 @@ pub struct Lower {
     /// The lower's kernel never revalidates what it cached (`crate::lower_cache`): what was
     /// found, or None.
     stale_pages: Option<String>,
+    /// A refresh is the link's forced lookup alone (`crate::lower_cache::LowerCache`).
+    link_alone: bool,
     /// Parent directories kept open for a moment (the mount's own lower only, ADR 0035).
     dirs: Option<DirFds>,
     /// Names created through any handle on this root (ADR 0037), shared with its clones.
@@ -61,8 +63,8 @@ impl Lower {
         let fd = cvt(unsafe { libc::open(c.as_ptr(), DIR_REF | libc::O_CLOEXEC) })?;
         // SAFETY: `fd` was just returned by open(2) and is owned by nobody else.
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
-        let stale_pages = crate::lower_cache::stale_pages(root.as_raw_fd(), dir);
-        Ok(Lower { root, stale_pages, dirs: None, changes: Default::default() })
+        let cache = crate::lower_cache::of_lower(root.as_raw_fd(), dir);
+        Ok(Lower { root, stale_pages: cache.stale_pages, link_alone: cache.link_alone, dirs: None, changes: Default::default() })
     }
 
     /// Keeps parent directories open for [`crate::lower_dirs::DIR_FD_TTL`] (the mount's lower,
@@ -143,6 +145,11 @@ impl Lower {
         self.stale_pages.as_deref()
     }
 
+    /// True when a refresh is the link's forced lookup alone (`crate::lower_cache::LowerCache`).
+    pub fn link_alone(&self) -> bool {
+        self.link_alone
+    }
+
     /// `open_at` for a read that must see the lower's server, not its cache: O_DIRECT on a lower
     /// whose cache is never revalidated (a read-only open only; writes keep the page cache).
     pub fn open_fresh(&self, rel: &CStr, flags: i32) -> io::Result<OwnedFd> {
@@ -176,7 +183,7 @@ impl Lower {
     /// A lower rooted at a directory fd already opened without following links (for example a
     /// git dir opened through another `Lower`), so later calls address names inside it only.
     pub fn from_fd(root: OwnedFd) -> Lower {
-        Lower { root, stale_pages: None, dirs: None, changes: Default::default() }
+        Lower { root, stale_pages: None, link_alone: false, dirs: None, changes: Default::default() }
     }
 
     /// Another handle on the same root (for a background thread).
@@ -185,6 +192,7 @@ impl Lower {
         Ok(Lower {
             root: self.root.try_clone()?,
             stale_pages: self.stale_pages.clone(),
+            link_alone: self.link_alone,
             dirs: None,
             changes: self.changes.clone(),
         })
@@ -359,10 +367,12 @@ impl Lower {
     ///
     /// `link("/", rel)` revalidates the new name with LOOKUP_EXCL, which FUSE (and so virtiofs)
     /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM
-    /// (a directory cannot be linked) when it does not. A stat first makes sure the lower holds
-    /// an entry that the forced revalidation then replaces: a lookup of an expired entry is an
-    /// ordinary one, which a share that answers stale (the lab's fault model, ADR 0002) may
-    /// answer with the old file; the link's lookup right after it is the forced one.
+    /// (a directory cannot be linked) when it does not. On a FUSE lower a stat first makes sure
+    /// the lower holds an entry that the forced revalidation then replaces: a lookup of an
+    /// expired entry is an ordinary one, which a FUSE server may answer from a cache of its own
+    /// (the lab's fault model, ADR 0002); the link's lookup right after it is the forced one. A
+    /// kernel share's server (virtiofsd, 9p) answers every lookup that reaches it from the
+    /// host's filesystem, so there the link alone is made (ADR 0041).
     /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`);
     /// a later one recalls what it learned. Inside `refresh_scope::as_process`, that process's
     /// refresh of a moment ago stands in.
@@ -399,11 +409,14 @@ impl Lower {
         tracing::debug!(name = ?rel, "refreshed");
         let Ok(a) = self.at(rel) else { return Seen::Unknown };
         let (dir, rel) = (a.fd(), a.name());
-        let mut st = empty_stat();
-        // SAFETY: valid fd, C strings, out-pointer. The stat's result is deliberately ignored:
-        // only its side effect on the lower's dentry cache matters. Only the link's errno
-        // matters: link never succeeds on "/".
-        unsafe { libc::fstatat(dir, rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if !self.link_alone {
+            let mut st = empty_stat();
+            // SAFETY: valid fd, C string, out-pointer. The stat's result is deliberately
+            // ignored: only its side effect on the lower's dentry cache matters.
+            unsafe { libc::fstatat(dir, rel.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        }
+        // SAFETY: valid fd and C strings. Only the link's errno matters: link never succeeds
+        // on "/".
         if unsafe { libc::linkat(libc::AT_FDCWD, c"/".as_ptr(), dir, rel.as_ptr(), 0) } == 0 {
             return Seen::Unknown;
         }

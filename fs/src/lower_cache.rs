@@ -13,22 +13,45 @@
 use std::os::fd::RawFd;
 use std::path::Path;
 
-/// How the lower caches, when that matters: None for a share that revalidates (virtiofs, FUSE,
-/// 9p without a loose cache, a local filesystem), else what was found (`9p cache=loose`). Read
-/// from mountinfo: a 9p mount reports the host's `f_type`, not its own.
-#[cfg(target_os = "linux")]
-pub fn stale_pages(_dir_fd: RawFd, dir: &Path) -> Option<String> {
-    let real = std::fs::canonicalize(dir).ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let (fstype, opts) = mount_of(&info, &real)?;
-    (fstype == "9p").then(|| cache_mode(&opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"))
+/// How the lower's kernel caches, as far as seamfs's reads depend on it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LowerCache {
+    /// None for a share that revalidates (virtiofs, FUSE, 9p without a loose cache, a local
+    /// filesystem), else what was found (`9p cache=loose`): the kernel never looks again at
+    /// what it cached.
+    pub stale_pages: Option<String>,
+    /// The lower is a kernel filesystem (virtiofs, 9p, NFS, a local one), not a FUSE server:
+    /// any lookup that reaches its server is answered with the host's current state, so a
+    /// refresh needs only the link's forced lookup (ADR 0041). A FUSE server may answer an
+    /// ordinary lookup from a cache of its own (sshfs, the lab's emulator, ADR 0002): there a
+    /// stat first makes the link's lookup a forced one.
+    pub link_alone: bool,
 }
 
-/// None on a macOS host: its lower is its own filesystem, which revalidates; a never-revalidating
-/// cache is a Linux guest's 9p mount, and there is no mountinfo to find one in anyway.
+/// The lower's [`LowerCache`], from mountinfo (a 9p mount reports the host's `f_type`, not its
+/// own).
+#[cfg(target_os = "linux")]
+pub fn of_lower(_dir_fd: RawFd, dir: &Path) -> LowerCache {
+    let Some(real) = std::fs::canonicalize(dir).ok() else { return LowerCache::default() };
+    let Some(info) = std::fs::read_to_string("/proc/self/mountinfo").ok() else { return LowerCache::default() };
+    let Some((fstype, opts)) = mount_of(&info, &real) else { return LowerCache::default() };
+    described(&fstype, &opts)
+}
+
+/// The default on a macOS host: its lower is its own filesystem, which revalidates, and with no
+/// mountinfo to tell a FUSE lower from another, refreshes keep their stat.
 #[cfg(not(target_os = "linux"))]
-pub fn stale_pages(_dir_fd: RawFd, _dir: &Path) -> Option<String> {
-    None
+pub fn of_lower(_dir_fd: RawFd, _dir: &Path) -> LowerCache {
+    LowerCache::default()
+}
+
+/// A [`LowerCache`] from a mount's type and super options.
+#[cfg(any(target_os = "linux", test))]
+fn described(fstype: &str, opts: &str) -> LowerCache {
+    let stale_pages =
+        (fstype == "9p").then(|| cache_mode(opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"));
+    let fuse = fstype == "fuse" || fstype == "fuseblk" || fstype.starts_with("fuse.");
+    LowerCache { stale_pages, link_alone: !fuse }
 }
 
 /// The filesystem type and super options of the mount `path` is on.
@@ -124,6 +147,7 @@ mod tests {
         assert_eq!(mount_of(INFO, Path::new("/sharex")).map(|m| m.0), Some("ext4".into()));
         let (_, opts) = mount_of(INFO, Path::new("/share")).unwrap();
         assert_eq!(cache_mode(&opts), Some("loose"));
+        assert_eq!(described("9p", &opts), LowerCache { stale_pages: Some("9p cache=loose".into()), link_alone: true });
         assert_eq!(cache_mode("rw,trans=virtio"), None);
         assert_eq!(cache_mode("rw,dirsync,loose,access=client,msize=512000,trans=virtio"), Some("loose"));
     }
@@ -132,6 +156,17 @@ mod tests {
     fn a_local_directory_revalidates() {
         let d = std::env::temp_dir();
         let f = std::fs::File::open(&d).unwrap();
-        assert_eq!(stale_pages(std::os::fd::AsRawFd::as_raw_fd(&f), &d), None);
+        assert_eq!(of_lower(std::os::fd::AsRawFd::as_raw_fd(&f), &d).stale_pages, None);
+    }
+
+    #[test]
+    fn only_a_fuse_lower_keeps_the_stat_before_the_link() {
+        for fuse in ["fuse", "fuseblk", "fuse.seam-lab-share", "fuse.sshfs"] {
+            assert!(!described(fuse, "rw").link_alone, "{fuse}");
+        }
+        for kernel in ["virtiofs", "9p", "nfs4", "ext4", "tmpfs"] {
+            assert!(described(kernel, "rw").link_alone, "{kernel}");
+        }
+        assert_eq!(described("virtiofs", "rw").stale_pages, None);
     }
 }

@@ -114,7 +114,7 @@ fn run_mode(opts: &VmBenchOptions, mode: ShareMode, repo: &Path) -> Result<Sampl
         }
         false => None,
     };
-    let spec = BootSpec { mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus };
+    let spec = BootSpec { mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: false };
     let g = Arc::new(Guest::boot(&opts.cache, &spec)?);
     let layers = [Layer { name: "raw", dir: "/share/raw".into() }, Layer { name: "seamfs", dir: "/share/seam".into() }];
     let feed = if opts.feed { format!(" --feed {GUEST_FEED}") } else { String::new() };

@@ -3,12 +3,14 @@
 //! The guest mounts seamfs with `SEAMFS_LOG=debug`, which logs the creation of every FUSE
 //! operation's span: the requests the guest kernel sent seamfs for one command are the span
 //! lines its run added to the log. Each command also runs on the raw share, timed by the guest's
-//! clock beside seamfs's, so a count can be weighed against the time it costs.
+//! clock beside seamfs's, so a count can be weighed against the time it costs. Over virtiofs,
+//! virtiofsd logs every request it serves, so each command's cost to the share is counted too,
+//! for the raw share and through seamfs alike: what seamfs adds on the share's side.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::guest::{BootSpec, Guest, GUEST_ENV};
+use super::guest::{share_log, BootSpec, Guest, GUEST_ENV};
 use super::bench::median;
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
@@ -84,6 +86,8 @@ pub struct Counted {
     pub syscalls: BTreeMap<&'static str, BTreeMap<String, u64>>,
     /// seamfs's hottest symbols by target (last round, `--perf`): `perf report`'s lines.
     pub profile: BTreeMap<&'static str, String>,
+    /// Requests virtiofsd served by target and operation (last round; virtiofs, counted runs).
+    pub share: BTreeMap<&'static str, BTreeMap<String, u64>>,
 }
 
 /// Boots a guest over `mode`, counts, and returns the table as markdown.
@@ -108,7 +112,10 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
         tools.push(Path::new(PERF));
     }
     initramfs::build_with_tools(&cache.kernel()?, &static_dir()?, &extra, &tools, &initrd)?;
-    let g = Guest::boot(cache, &BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus })?;
+    let share_logged = mode.is_virtiofs() && !opts.timing_only;
+    let spec = BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: share_logged };
+    let g = Guest::boot(cache, &spec)?;
+    let share_log = share_logged.then(|| share_log(&root, mode));
     let env = if opts.timing_only { "" } else { "SEAMFS_LOG=debug " };
     for t in &targets {
         let Some(log) = t.log else { continue };
@@ -134,6 +141,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                     (Some(log), false) => Some(log_lines(&g, log)?),
                     _ => None,
                 };
+                let share_before = share_log.as_deref().map(log_len).transpose()?;
                 let cpu_before = if t.log.is_some() { seamfs_cpu_ns(&g, t.prog())? } else { 0 };
                 let last = t.log.is_some() && round + 1 == opts.repeat;
                 if last && opts.syscalls {
@@ -158,6 +166,9 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                 if let (Some(log), Some(from)) = (t.log, before) {
                     r.requests.insert(t.name, spans_since(&g, log, from)?);
                 }
+                if let (Some(log), Some(from)) = (share_log.as_deref(), share_before) {
+                    r.share.insert(t.name, share_requests_since(log, from)?);
+                }
             }
         }
     }
@@ -174,6 +185,28 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     }
     g.shutdown()?;
     Ok(markdown(mode, opts, &targets, &rows))
+}
+
+/// The length of a host-side log so far.
+fn log_len(p: &Path) -> Result<u64, LabError> {
+    std::fs::metadata(p).map(|m| m.len()).map_err(|e| LabError::new("stat the share's log", p, e))
+}
+
+/// The requests virtiofsd logged past byte `from` of its log, by operation (`Received request:
+/// opcode=Lookup (1), …`). Asynchronous ones (a RELEASE, a FORGET) may land in the next
+/// command's count.
+fn share_requests_since(p: &Path, from: u64) -> Result<BTreeMap<String, u64>, LabError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(p).map_err(|e| LabError::new("open the share's log", p, e))?;
+    let mut text = Vec::new();
+    f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut text)).map_err(|e| LabError::new("read the share's log", p, e))?;
+    let mut out = BTreeMap::new();
+    for line in String::from_utf8_lossy(&text).lines() {
+        let Some(rest) = line.split("Received request: opcode=").nth(1) else { continue };
+        let op = rest.split([' ', ',']).next().unwrap_or("?").to_ascii_lowercase();
+        *out.entry(op).or_insert(0) += 1;
+    }
+    Ok(out)
 }
 
 /// Nanoseconds on CPU of the daemon named `prog` so far, threads that ended included
@@ -339,6 +372,18 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
             }
         }
         s.push('\n');
+    }
+    if rows.iter().any(|r| !r.share.is_empty()) {
+        s.push_str("\nRequests virtiofsd served per command (its debug log, last round), by target:\n\n| command |");
+        s.push_str(&names.iter().map(|n| format!(" {n} |")).collect::<String>());
+        s.push_str(&format!("\n|---|{}\n", "---|".repeat(names.len())));
+        for r in rows {
+            s.push_str(&format!("| `git {}` |", r.command));
+            for n in &names {
+                s.push_str(&format!(" {} |", r.share.get(n).map_or_else(|| "-".into(), by_count)));
+            }
+            s.push('\n');
+        }
     }
     if opts.syscalls {
         s.push_str("\nseamfs's syscalls per command (`strace -c -f`, last round):\n\n| command | target | syscalls |\n|---|---|---|\n");

@@ -57,7 +57,7 @@ pub fn run(opts: &VmFeedOptions) -> Result<String, LabError> {
     // seamd listens before the guest boots: qemu connects the feed port to it.
     let addr = format!("unix:{}", root.join(FEED_SOCK).display());
     let seamd = start_seamd(&share.join("seam"), &root.join("seamd.log"), &["--feed".into(), addr])?;
-    let spec = BootSpec { mode: opts.mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus };
+    let spec = BootSpec { mode: opts.mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: false };
     let measured = Guest::boot(&opts.cache, &spec).and_then(|g| {
         let g = Arc::new(g);
         let r = measure(&g, &share, opts.edits);

@@ -46,6 +46,14 @@ pub struct BootSpec {
     pub initramfs: PathBuf,
     /// Virtual CPUs.
     pub cpus: u32,
+    /// virtiofsd logs every request it serves (`--log-level=debug`, into [`share_log`]): how
+    /// `vm counts` counts what each command cost the share.
+    pub share_requests_logged: bool,
+}
+
+/// virtiofsd's log in a run dir.
+pub fn share_log(run_dir: &Path, mode: ShareMode) -> PathBuf {
+    run_dir.join(format!("virtiofsd-{}.log", mode.name()))
 }
 
 type Pending = Arc<Mutex<HashMap<u64, Sender<Reply>>>>;
@@ -140,7 +148,7 @@ impl Guest {
         if spec.mode.is_virtiofs() {
             let sock = run.join("virtiofs.sock");
             let _ = std::fs::remove_file(&sock);
-            let log = run.join(format!("virtiofsd-{}.log", spec.mode.name()));
+            let log = share_log(run, spec.mode);
             let out = std::fs::File::create(&log).map_err(|e| LabError::new("create log", &log, e))?;
             let err = out.try_clone().map_err(|e| LabError::new("clone log handle", &log, e))?;
             let bin = cache.virtiofsd();
@@ -149,6 +157,7 @@ impl Guest {
                 .arg(format!("--shared-dir={}", spec.share_root.display()))
                 .args(["--cache=auto", "--sandbox=none"])
                 .arg(if spec.mode == ShareMode::Virtiofs { "--inode-file-handles=mandatory" } else { "--inode-file-handles=never" })
+                .args(spec.share_requests_logged.then_some("--log-level=debug"))
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err);

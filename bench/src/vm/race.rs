@@ -104,7 +104,7 @@ fn run_mode(opts: &VmRaceOptions, mode: ShareMode) -> Result<RaceReport, LabErro
     let kernel = opts.cache.kernel()?;
     let initrd = root.join("initramfs.cpio");
     initramfs::build(&kernel, &static_dir()?, &initrd)?;
-    let spec = BootSpec { mode, share_root, run_dir: logs.clone(), initramfs: initrd, cpus: opts.cpus };
+    let spec = BootSpec { mode, share_root, run_dir: logs.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: false };
     let booted = Instant::now();
     let guest = Arc::new(Guest::boot(&opts.cache, &spec)?);
     let boot_s = booted.elapsed().as_secs_f64();

@@ -11,7 +11,7 @@ pub(crate) fn open_flags(flags: i32) -> i32 {
 }
 
 /// Unchanged: only a Linux guest's 9p `cache=loose` lower needs reads past its cache, and
-/// `crate::lower_cache::stale_pages` never finds one here.
+/// `crate::lower_cache::of_lower` never finds one here.
 pub(crate) fn fresh_flags(flags: i32) -> i32 {
     flags
 }
