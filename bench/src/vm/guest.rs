@@ -103,6 +103,24 @@ fn die_with_parent(cmd: &mut Command) {
     }
 }
 
+/// Connects to qemu's listening chardev socket. qemu binds the socket before it listens on it,
+/// so a connect in between is refused: tried again for up to 10 s while qemu runs.
+fn connect_when_listening(p: &Path, qemu: &mut Child, log: &Path) -> Result<UnixStream, LabError> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match UnixStream::connect(p) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < deadline => {
+                if let Ok(Some(st)) = qemu.try_wait() {
+                    return Err(LabError::new("connect to the agent's port", p, format!("qemu exited ({st}); its log {} ends:\n{}", log.display(), tail(log, 15))));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(LabError::new("connect to the agent's port", p, e)),
+        }
+    }
+}
+
 fn wait_for_path(p: &Path, child: &mut Child, what: &str, log: &Path) -> Result<(), LabError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !p.exists() {
@@ -185,7 +203,16 @@ impl Guest {
             }
             return Err(e);
         }
-        let stream = UnixStream::connect(&ctl).map_err(|e| LabError::new("connect to the agent's port", &ctl, e))?;
+        let stream = match connect_when_listening(&ctl, &mut child, &qlog) {
+            Ok(s) => s,
+            Err(e) => {
+                end(&mut child);
+                if let Some(mut v) = virtiofsd {
+                    end(&mut v);
+                }
+                return Err(e);
+            }
+        };
         let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
         let (ready_tx, ready_rx) = channel();
         let rx = stream.try_clone().map_err(|e| LabError::new("clone socket", &ctl, e))?;
