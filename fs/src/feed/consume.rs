@@ -98,6 +98,7 @@ impl Consumer {
             };
             if !self.live.set(true) {
                 info!(feed = %self.addr, "change feed live: host changes are pushed to the box; the work tree is cached until they come");
+                self.check_root();
             }
             // A gap in the sequence is a lost message: as good as an overflow.
             if next_seq.is_some_and(|n| n != seq) || matches!(msg, Message::Overflow { .. }) {
@@ -121,6 +122,22 @@ impl Consumer {
         for (parent, name) in &due.names {
             self.shared.forget_listing(*parent);
             let _ = self.notifier.inval_entry(INodeNo(*parent), name);
+        }
+    }
+
+    /// seamd names changes relative to the checkout it watches, and seamfs reads them relative to
+    /// its lower's root: a mount of any other directory (a parent of the checkout) gets names it
+    /// does not have, so host edits never reach the box. A checkout's root holds `.git`.
+    fn check_root(&self) {
+        if let Err(e) = self.shared.lower().stat(c".git") {
+            warn!(
+                feed = %self.addr,
+                mountpoint = %self.mountpoint.display(),
+                error = %e,
+                "the change feed names paths relative to the checkout seamd watches, and this mount's root has no .git: \
+                 mount seamfs over that checkout itself (or run seamd on the directory this mount serves), else host edits \
+                 reach box tools only on the share's TTLs"
+            );
         }
     }
 

@@ -435,3 +435,37 @@ fn seam_lab_feed_reports_the_three_targets() {
     assert_eq!(missed("seamfs-feed"), 0, "the feed's watcher missed host changes: {}", j["watch"]);
     assert_eq!((missed("share"), missed("seamfs")), (12, 12), "without the feed a box watcher should hear of no host change: {}", j["watch"]);
 }
+
+/// seamd names changes relative to the checkout it watches, and seamfs applies them relative to
+/// its lower's root. A mount of a parent of that checkout gets names it does not have (measured
+/// on a 20,000-file checkout: three quarters of the share's LOOKUPs were such names at the
+/// root, and host edits reached no box tool): it says so when the feed goes live. A mount of
+/// the checkout itself does not.
+#[test]
+fn a_mount_of_another_directory_than_the_watched_checkout_says_so() {
+    const SAID: &str = "this mount's root has no .git";
+    for over_checkout in [false, true] {
+        let backing = TempDir::new("feed-root-backing");
+        let mnt = TempDir::new("feed-root-mnt");
+        let sock_dir = TempDir::new("feed-root-sock");
+        let checkout = backing.join("repo");
+        std::fs::create_dir(&checkout).expect("mkdir the checkout");
+        let sock = sock_dir.join("feed.sock");
+        let seamd = Seamd::start(&checkout, &sock, &[]);
+        let lower = if over_checkout { checkout.clone() } else { backing.path().to_path_buf() };
+        let feed = format!("unix:{}", sock.display());
+        let m = Mount::seamfs(&lower, mnt.path(), &["--ttl", TTL, "--feed", &feed]);
+        let live = within(Duration::from_secs(10), || m.log().contains("change feed live"));
+        // The check follows the "live" line on the same thread: a moment covers it.
+        std::thread::sleep(Duration::from_millis(300));
+        let log = m.log();
+        m.unmount();
+        drop(seamd);
+        assert!(live.is_some(), "the feed never went live; log:\n{log}");
+        if over_checkout {
+            assert!(!log.contains(SAID), "a mount of the watched checkout was told it is not one:\n{log}");
+        } else {
+            assert!(log.contains(SAID), "a mount of the checkout's parent was not told the feed's names are not its own:\n{log}");
+        }
+    }
+}
