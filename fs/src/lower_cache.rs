@@ -20,11 +20,12 @@ pub struct LowerCache {
     /// filesystem), else what was found (`9p cache=loose`): the kernel never looks again at
     /// what it cached.
     pub stale_pages: Option<String>,
-    /// The lower is a kernel filesystem (virtiofs, 9p, NFS, a local one), not a FUSE server:
-    /// any lookup that reaches its server is answered with the host's current state, so a
-    /// refresh needs only the link's forced lookup (ADR 0041). A FUSE server may answer an
-    /// ordinary lookup from a cache of its own (sshfs, the lab's emulator, ADR 0002): there a
-    /// stat first makes the link's lookup a forced one.
+    /// The lower is virtiofs, 9p or a local filesystem ([`LINK_ALONE`]): any lookup that
+    /// reaches its server is answered with the host's current state, and the link's
+    /// `LOOKUP_EXCL` reaches it, so a refresh needs only the link (ADR 0041). Elsewhere a stat
+    /// comes first: a FUSE server may answer an ordinary lookup from a cache of its own (sshfs,
+    /// the lab's emulator, ADR 0002), and NFS keeps a negative entry through an exclusive
+    /// create's revalidation (it leaves that to the server's create), which the stat does not.
     pub link_alone: bool,
 }
 
@@ -50,9 +51,14 @@ pub fn of_lower(_dir_fd: RawFd, _dir: &Path) -> LowerCache {
 fn described(fstype: &str, opts: &str) -> LowerCache {
     let stale_pages =
         (fstype == "9p").then(|| cache_mode(opts)).flatten().filter(|m| *m == "loose" || *m == "fscache").map(|m| format!("9p cache={m}"));
-    let fuse = fstype == "fuse" || fstype == "fuseblk" || fstype.starts_with("fuse.");
-    LowerCache { stale_pages, link_alone: !fuse }
+    LowerCache { stale_pages, link_alone: LINK_ALONE.contains(&fstype) }
 }
+
+/// The lower filesystems a refresh makes the link alone on (ADR 0041): the kernel's share
+/// clients whose server is the host's filesystem, and local filesystems, which cache nothing
+/// of another kernel's.
+#[cfg(any(target_os = "linux", test))]
+const LINK_ALONE: &[&str] = &["virtiofs", "9p", "ext4", "ext3", "ext2", "xfs", "btrfs", "tmpfs", "overlay", "f2fs", "bcachefs", "zfs"];
 
 /// The filesystem type and super options of the mount `path` is on.
 #[cfg(any(target_os = "linux", test))]
@@ -160,11 +166,11 @@ mod tests {
     }
 
     #[test]
-    fn only_a_fuse_lower_keeps_the_stat_before_the_link() {
-        for fuse in ["fuse", "fuseblk", "fuse.seam-lab-share", "fuse.sshfs"] {
-            assert!(!described(fuse, "rw").link_alone, "{fuse}");
+    fn only_a_kernel_share_or_a_local_lower_drops_the_stat_before_the_link() {
+        for other in ["fuse", "fuseblk", "fuse.seam-lab-share", "fuse.sshfs", "nfs", "nfs4", "cifs", "unknownfs"] {
+            assert!(!described(other, "rw").link_alone, "{other}");
         }
-        for kernel in ["virtiofs", "9p", "nfs4", "ext4", "tmpfs"] {
+        for kernel in ["virtiofs", "9p", "ext4", "xfs", "btrfs", "tmpfs", "overlay"] {
             assert!(described(kernel, "rw").link_alone, "{kernel}");
         }
         assert_eq!(described("virtiofs", "rw").stale_pages, None);

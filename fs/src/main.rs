@@ -275,7 +275,11 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     if let Some(why) = lower.stale_pages() {
         tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
     }
-    let refresh = if lower.link_alone() { "the link's forced lookup alone (a kernel share)" } else { "a stat, then the link's forced lookup (a FUSE share)" };
+    let refresh = if lower.link_alone() {
+        "the link's forced lookup alone (virtiofs, 9p or a local filesystem)"
+    } else {
+        "a stat, then the link's forced lookup (a FUSE, NFS or unknown lower)"
+    };
     tracing::info!(lower = %lower_path.display(), refresh, "live names are refreshed on the lower by");
     let index_split = !a.no_index_split && file.index_split.unwrap_or(true);
     let feed_addr = a.feed.clone().or(file.feed.clone());
