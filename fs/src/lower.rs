@@ -367,12 +367,12 @@ impl Lower {
     ///
     /// `link("/", rel)` revalidates the new name with LOOKUP_EXCL, which FUSE (and so virtiofs)
     /// always sends to its server: EEXIST when the name exists, EXDEV (another mount) or EPERM
-    /// (a directory cannot be linked) when it does not. On a FUSE lower a stat first makes sure
-    /// the lower holds an entry that the forced revalidation then replaces: a lookup of an
-    /// expired entry is an ordinary one, which a FUSE server may answer from a cache of its own
-    /// (the lab's fault model, ADR 0002); the link's lookup right after it is the forced one. A
-    /// kernel share's server (virtiofsd, 9p) answers every lookup that reaches it from the
-    /// host's filesystem, so there the link alone is made (ADR 0041).
+    /// (a directory cannot be linked) when it does not. On virtiofs, 9p or a local filesystem
+    /// (`link_alone`) the link alone is made: their servers answer every lookup that reaches
+    /// them from the host's filesystem (ADR 0041). Elsewhere a stat first makes sure the lower
+    /// holds an entry that the forced revalidation then replaces: a lookup of an expired entry
+    /// is an ordinary one, which a FUSE server may answer from a cache of its own (the lab's
+    /// fault model, ADR 0002); the link's lookup right after it is the forced one.
     /// Within one FUSE request only the first refresh of a name is made (`crate::refresh_scope`);
     /// a later one recalls what it learned. Inside `refresh_scope::as_process`, that process's
     /// refresh of a moment ago stands in.

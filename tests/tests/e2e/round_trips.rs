@@ -273,7 +273,7 @@ fn a_missing_live_name_looked_up_again_costs_the_share_nothing() {
 /// everyday commands in the guest. Counted with strace on the daemon: the stats of names git
 /// probes and the share does not have, which seamfs answers from the refresh alone (ADR 0031).
 #[test]
-fn a_refresh_stats_first_only_on_a_fuse_lower() {
+fn a_refresh_stats_first_on_a_fuse_lower_not_on_a_local_one() {
     let names = ["MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "AUTO_MERGE"];
     let count = |m: &Mount, tag: &str| {
         let gitdir = m.join("repo/.git");
