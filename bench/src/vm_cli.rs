@@ -69,6 +69,10 @@ struct VmCountsArgs {
     /// attached in the guest); the hottest symbols follow the table.
     #[arg(long)]
     perf: bool,
+    /// Keep, per command of the last round, seamfs's log lines (`NNN-seamfs.log`) and, with
+    /// `--syscalls`, strace's full trace (`NNN-seamfs.strace`) in this directory (created).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -152,7 +156,7 @@ pub fn main(a: VmArgs) -> i32 {
             printed("vm feed", seam_lab::vm::feed::run(&opts))
         }
         VmCmd::Counts(c) => {
-            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only, syscalls: c.syscalls, perf: c.perf };
+            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only, syscalls: c.syscalls, perf: c.perf, keep: c.keep };
             counts(c.share, &opts, &cache)
         }
     }

@@ -48,6 +48,8 @@ pub struct CountsOptions {
     /// Profile seamfs in the last round (`perf record` attached in the guest, per command); the
     /// report of the hottest symbols follows the table.
     pub perf: bool,
+    /// Keep the last round's seamfs log lines and (with `syscalls`) full traces per command here.
+    pub keep: Option<std::path::PathBuf>,
 }
 
 /// One box in the guest the commands run in.
@@ -95,6 +97,9 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     on_signal_cleanup();
     let _cleanup = CleanupGuard;
     let root = temp_dir(&format!("seam-lab-vm-counts-{}", mode.name()))?;
+    if let Some(dir) = &opts.keep {
+        std::fs::create_dir_all(dir).map_err(|e| LabError::new("create dir", dir, e))?;
+    }
     let share = root.join("share");
     let targets: Vec<&Target> = TARGETS.iter().filter(|t| t.name != "baseline" || opts.baseline.is_some()).collect();
     for t in &targets {
@@ -145,7 +150,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                 let cpu_before = if t.log.is_some() { seamfs_cpu_ns(&g, t.prog())? } else { 0 };
                 let last = t.log.is_some() && round + 1 == opts.repeat;
                 if last && opts.syscalls {
-                    strace_attach(&g, t.prog())?;
+                    strace_attach(&g, t.prog(), opts.keep.is_some())?;
                 }
                 if last && opts.perf {
                     perf_attach(&g, t.prog())?;
@@ -156,6 +161,10 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                 }
                 if last && opts.syscalls {
                     rows[i].syscalls.insert(t.name, strace_detach(&g)?);
+                    if let Some(dir) = &opts.keep {
+                        let to = dir.join(format!("{i:03}-{}.strace", t.name));
+                        std::fs::copy(root.join(STRACE_TRACE), &to).map_err(|e| LabError::new("keep strace's trace", &to, e))?;
+                    }
                 }
                 let r = &mut rows[i];
                 r.ms.entry(t.name).or_default().push(ms);
@@ -164,7 +173,8 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                     r.cpu_ms.entry(t.name).or_default().push(cpu);
                 }
                 if let (Some(log), Some(from)) = (t.log, before) {
-                    r.requests.insert(t.name, spans_since(&g, log, from)?);
+                    let keep = opts.keep.as_ref().filter(|_| last).map(|d| d.join(format!("{i:03}-{}.log", t.name)));
+                    r.requests.insert(t.name, spans_since(&g, log, from, keep.as_deref())?);
                 }
                 if let (Some(log), Some(from)) = (share_log.as_deref(), share_before) {
                     r.share.insert(t.name, share_requests_since(log, from)?);
@@ -226,15 +236,21 @@ fn seamfs_cpu_ns(g: &Guest, prog: &str) -> Result<i64, LabError> {
 const STRACE: &str = "/usr/bin/strace";
 /// strace's summary file and pid file in the guest.
 const STRACE_OUT: &str = "/tmp/seamfs-strace.txt";
+/// strace's full trace with `--keep`: on the share's root, which is a host directory, so the
+/// host copies it rather than the agent carrying it (too large for one answer).
+const STRACE_TRACE: &str = "share/seamfs-strace.txt";
 const STRACE_PID: &str = "/tmp/seamfs-strace.pid";
 
 /// Attaches `strace -c -f` to every thread of the daemon named `prog`, in the background, and
 /// waits until it has attached (its summary counts only what follows).
-fn strace_attach(g: &Guest, prog: &str) -> Result<(), LabError> {
+fn strace_attach(g: &Guest, prog: &str, full: bool) -> Result<(), LabError> {
+    // `-C`: the summary follows the whole trace in one file.
+    let (flag, out) = if full { ("-C", format!("/{STRACE_TRACE}")) } else { ("-c", STRACE_OUT.to_string()) };
+    let link = if full { format!("ln -s {out} {STRACE_OUT};") } else { String::new() };
     let r = g.sh(&format!(
         "pid=$(for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && echo ${{p#/proc/}}; done | head -n1); \
-         [ -n \"$pid\" ] || exit 3; rm -f {STRACE_OUT}; \
-         setsid {STRACE} -c -f -o {STRACE_OUT} -p $pid </dev/null >/dev/null 2>&1 & echo $! > {STRACE_PID}; \
+         [ -n \"$pid\" ] || exit 3; rm -f {out} {STRACE_OUT}; {link} \
+         setsid {STRACE} {flag} -f -o {out} -p $pid </dev/null >/dev/null 2>&1 & echo $! > {STRACE_PID}; \
          n=0; while [ $n -lt 200 ] && grep -qs 'TracerPid:[[:space:]]*0$' /proc/$pid/task/*/status; do sleep 0.05; n=$((n+1)); done; sleep 0.2"
     ))?;
     if r.code != 0 {
@@ -246,7 +262,7 @@ fn strace_attach(g: &Guest, prog: &str) -> Result<(), LabError> {
 /// Stops the strace started by [`strace_attach`] and reads its summary: calls by syscall.
 fn strace_detach(g: &Guest) -> Result<BTreeMap<String, u64>, LabError> {
     let r = g.sh(&format!(
-        "kill -INT $(cat {STRACE_PID}); n=0; while [ $n -lt 200 ] && kill -0 $(cat {STRACE_PID}) 2>/dev/null; do sleep 0.05; n=$((n+1)); done; cat {STRACE_OUT}"
+        "kill -INT $(cat {STRACE_PID}); n=0; while [ $n -lt 200 ] && kill -0 $(cat {STRACE_PID}) 2>/dev/null; do sleep 0.05; n=$((n+1)); done; tail -n 100 {STRACE_OUT}"
     ))?;
     let text = String::from_utf8_lossy(&r.stdout);
     let calls = strace_summary(&text);
@@ -287,7 +303,9 @@ fn perf_detach(g: &Guest) -> Result<String, LabError> {
 /// Calls by syscall from `strace -c`'s table (`% time seconds usecs/call calls errors syscall`).
 fn strace_summary(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    for line in text.lines() {
+    // With `-C` the trace comes first: the summary starts at its header.
+    let from = text.find("% time").unwrap_or(0);
+    for line in text[from..].lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() < 5 || f[0].parse::<f64>().is_err() || f.last() == Some(&"total") {
             continue;
@@ -311,9 +329,14 @@ fn log_lines(g: &Guest, log: &str) -> Result<usize, LabError> {
 /// FUSE operations whose spans were created after line `from` of the log, by name, and the
 /// forced revalidations seamfs made of the share (under [`REFRESH_KEY`]) and the files it sized
 /// by reading them from the server (under [`SIZED_KEY`]).
-fn spans_since(g: &Guest, log: &str, from: usize) -> Result<BTreeMap<String, u64>, LabError> {
+fn spans_since(g: &Guest, log: &str, from: usize, keep: Option<&Path>) -> Result<BTreeMap<String, u64>, LabError> {
     let mut out = BTreeMap::new();
-    for line in log_text(g, log)?.lines().skip(from) {
+    let text = log_text(g, log)?;
+    if let Some(to) = keep {
+        let lines: Vec<&str> = text.lines().skip(from).collect();
+        std::fs::write(to, lines.join("\n") + "\n").map_err(|e| LabError::new("keep seamfs's log", to, e))?;
+    }
+    for line in text.lines().skip(from) {
         if let Some(op) = span_name(line) {
             *out.entry(op.to_string()).or_insert(0) += 1;
         } else if line.contains("seamfs::lower: refreshed") {
@@ -452,6 +475,9 @@ mod tests {
         assert_eq!(m.get("read"), Some(&400));
         assert_eq!(m.get("openat2"), Some(&200));
         assert_eq!(m.len(), 2);
+        // `--keep` traces with `-C`: the calls come first, and none is read as a count.
+        let traced = format!("126   close(11)                         = 0\n125   <... read resumed>\"x\", 16781312) = 56\n{t}");
+        assert_eq!(super::strace_summary(&traced), m);
     }
 
     #[test]

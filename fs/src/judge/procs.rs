@@ -23,9 +23,46 @@ pub fn proc_mismatch() -> Option<String> {
     }
 }
 
+thread_local! {
+    /// `/proc` files this thread has read: what naming callers costs (tests count it).
+    static PROC_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The text of a file under `/proc`, or None when it cannot be read (the task is gone).
+/// `read_to_string` sizes its buffer by `fstat`, which is 0 here, and grows it from 32 bytes:
+/// nine syscalls for `status`, on the critical path of the request that names its caller
+/// (each a trap into a guest kernel, where seamfs runs). This is an open, a read and the read
+/// that finds the end.
+pub fn read_proc(path: &str) -> Option<String> {
+    use std::io::Read;
+    PROC_READS.with(|n| n.set(n.get() + 1));
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 4096];
+    let mut n = 0;
+    loop {
+        if n == buf.len() {
+            buf.resize(2 * n, 0);
+        }
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(n);
+    String::from_utf8(buf).ok()
+}
+
+/// How many `/proc` files this thread has read so far.
+#[cfg(test)]
+fn proc_reads() -> u64 {
+    PROC_READS.with(|n| n.get())
+}
+
 /// The start time of `pid`, or None when it is gone.
 pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc(&format!("/proc/{pid}/stat"))?;
     // The command name may hold spaces and parentheses: fields start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
@@ -33,14 +70,14 @@ pub fn start_time(pid: u32) -> Option<u64> {
 
 /// The parent process id of `pid` (field 4 of `/proc/<pid>/stat`), or None when it is gone.
 pub fn parent_pid(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_proc(&format!("/proc/{pid}/stat"))?;
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The thread-group id (the process) of a thread id; FUSE requests carry the thread's id.
 pub fn tgid(tid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let status = read_proc(&format!("/proc/{tid}/status"))?;
     status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
 }
 
@@ -71,8 +108,8 @@ impl Proc {
         if self.pid == 0 {
             return false;
         }
-        match std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) {
-            Ok(stat) => {
+        match read_proc(&format!("/proc/{}/stat", self.pid)) {
+            Some(stat) => {
                 let Some((state, start)) = state_and_start(&stat) else { return false };
                 if self.start != 0 && start != self.start {
                     return false;
@@ -83,7 +120,7 @@ impl Proc {
                     _ => true,
                 }
             }
-            Err(_) => false,
+            None => false,
         }
     }
 
@@ -91,7 +128,7 @@ impl Proc {
     fn a_thread_runs(&self) -> bool {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else { return false };
         tasks.filter_map(|t| t.ok()).filter(|t| t.file_name().to_str() != Some(&self.pid.to_string())).any(|t| {
-            std::fs::read_to_string(t.path().join("stat")).ok().as_deref().and_then(state_and_start).is_some_and(|(s, _)| s != "Z" && s != "X")
+            t.path().join("stat").to_str().and_then(read_proc).as_deref().and_then(state_and_start).is_some_and(|(s, _)| s != "Z" && s != "X")
         })
     }
 }
@@ -99,13 +136,15 @@ impl Proc {
 /// Callers named a moment ago: git makes dozens of requests in a few milliseconds, and each
 /// guard used to read two `/proc` files to name the caller again. A thread id cannot name another
 /// task within [`recent::WINDOW`]: pids are handed out cyclically, so reuse needs the whole pid
-/// space to wrap first.
+/// space (`pid_max`, at least 32,768) to wrap first, tens of thousands of new tasks in one
+/// second. (50 ms was too short for a TCG guest, where one `git commit` lasts 400 ms: 26 of its
+/// requests named their caller again, ADR 0042.)
 mod recent {
     use super::Proc;
     use parking_lot::Mutex;
     use std::time::{Duration, Instant};
 
-    pub const WINDOW: Duration = Duration::from_millis(50);
+    pub const WINDOW: Duration = Duration::from_secs(1);
     const MAX: usize = 64;
     static SEEN: Mutex<Vec<(u32, Proc, Instant)>> = Mutex::new(Vec::new());
 
@@ -159,6 +198,35 @@ mod tests {
         let parent = parent.expect("the test has a parent");
         // SAFETY: getppid has no failure mode.
         assert_eq!(parent.pid, unsafe { libc::getppid() } as u32, "a thread's process's parent");
+    }
+
+    /// One `git commit` in a TCG guest lasts about 400 ms and names its caller in dozens of
+    /// requests: a caller named 100 ms ago is named again from memory, not from `/proc` (with
+    /// the old 50 ms window this read two files again).
+    #[test]
+    fn a_caller_named_a_moment_ago_costs_no_proc_read() {
+        std::thread::spawn(|| {
+            // SAFETY: gettid has no failure mode.
+            let tid = unsafe { libc::gettid() } as u32;
+            let before = proc_reads();
+            let first = Proc::of(tid);
+            assert_eq!(proc_reads() - before, 2, "a new caller is named from its status and stat");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let before = proc_reads();
+            assert_eq!(Proc::of(tid), first);
+            assert_eq!(proc_reads() - before, 0, "named again within the window from memory");
+        })
+        .join()
+        .expect("thread");
+    }
+
+    #[test]
+    fn a_proc_file_is_read_whole() {
+        let status = read_proc("/proc/self/status").expect("read /proc/self/status");
+        assert!(status.starts_with("Name:") && status.contains("\nTgid:") && status.ends_with('\n'), "{status}");
+        let smaps = read_proc("/proc/self/smaps").expect("read /proc/self/smaps");
+        assert!(smaps.len() > 4096 && smaps.ends_with('\n'), "a file longer than the first buffer is read to its end");
+        assert_eq!(read_proc("/proc/4294967/stat"), None, "no such task");
     }
 
     extern "C" fn park(_: *mut libc::c_void) -> *mut libc::c_void {
