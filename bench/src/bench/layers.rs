@@ -37,6 +37,9 @@ pub enum LayerKind {
     Fast,
     /// seamfs over a fast-share mount.
     SeamfsFast,
+    /// seamfs over a fast-share mount with the host change feed live (`seamd run --feed` on the
+    /// backing dir, `seamfs --feed`): what a box that runs the feed gets (ADR 0021).
+    SeamfsFastFeed,
     /// Another seamfs binary over a fast-share mount (`seam-lab small --baseline`): an A/B of two
     /// builds in one run, under the same noise.
     #[value(skip)]
@@ -45,7 +48,7 @@ pub enum LayerKind {
 
 impl LayerKind {
     /// Every layer, in report order.
-    pub const ALL: [LayerKind; 8] = [
+    pub const ALL: [LayerKind; 9] = [
         LayerKind::Native,
         LayerKind::Share,
         LayerKind::Seamfs,
@@ -54,6 +57,7 @@ impl LayerKind {
         LayerKind::FuseOverlayfs,
         LayerKind::Fast,
         LayerKind::SeamfsFast,
+        LayerKind::SeamfsFastFeed,
     ];
 
     /// The name used on the command line and in reports.
@@ -67,6 +71,7 @@ impl LayerKind {
             LayerKind::FuseOverlayfs => "fuse-overlayfs",
             LayerKind::Fast => "fast",
             LayerKind::SeamfsFast => "seamfs-fast",
+            LayerKind::SeamfsFastFeed => "seamfs-fast-feed",
             LayerKind::SeamfsFastBaseline => "seamfs-fast-baseline",
         }
     }
@@ -92,6 +97,21 @@ pub struct Layer {
     pub daemon: Option<i32>,
     /// How it was set up, for the report.
     pub note: String,
+    /// seamd serving the layer's change feed (`seamfs-fast-feed`), ended with the last clone.
+    pub seamd: Option<std::sync::Arc<Seamd>>,
+}
+
+/// A `seamd run --feed` the bench started; killed by its pid and reaped when dropped (it also
+/// gets SIGKILL if the bench dies first: `start_seamd`).
+#[derive(Debug)]
+pub struct Seamd(parking_lot::Mutex<std::process::Child>);
+
+impl Drop for Seamd {
+    fn drop(&mut self) {
+        let child = self.0.get_mut();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
 
 /// Sets up `kind` under `base` (a fresh dir): copies `repo`, links the big file in, mounts.
@@ -111,10 +131,10 @@ pub fn setup_with(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f6
     let link = copy.join(BIG_NAME);
     std::fs::hard_link(big, &link).map_err(|e| LabError::new(format!("hard link {} to", big.display()), &link, e))?;
     if kind == LayerKind::Native {
-        return Ok(Layer { kind, dir: copy, daemon: None, note: "the backing dir itself, on the native disk".into() });
+        return Ok(Layer { kind, dir: copy, daemon: None, note: "the backing dir itself, on the native disk".into(), seamd: None });
     }
     let share = mkdir(base, "share")?;
-    let fast = matches!(kind, LayerKind::Fast | LayerKind::SeamfsFast | LayerKind::SeamfsFastBaseline);
+    let fast = matches!(kind, LayerKind::Fast | LayerKind::SeamfsFast | LayerKind::SeamfsFastFeed | LayerKind::SeamfsFastBaseline);
     if fast {
         mount_fast_share(&backing, &share, ttl, None)?;
     } else {
@@ -123,13 +143,13 @@ pub fn setup_with(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f6
     match kind {
         LayerKind::Share => {
             let note = format!("seam-lab share, entry/attr/negative TTL {ttl} s, passthrough, 4 threads");
-            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note });
+            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note, seamd: None });
         }
         LayerKind::Fast => {
             let note = format!(
                 "seam-lab share --fast (virtiofsd-style: O_PATH fd per inode under a budget), entry/attr TTL {ttl} s, no negative entries, passthrough, 4 threads"
             );
-            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note });
+            return Ok(Layer { kind, dir: share.clone(), daemon: find_pid("seam-lab", &share), note, seamd: None });
         }
         _ => {}
     }
@@ -137,6 +157,7 @@ pub fn setup_with(kind: LayerKind, base: &Path, repo: &Path, big: &Path, ttl: f6
     let t = ttl.to_string();
     match kind {
         LayerKind::Seamfs | LayerKind::SeamfsNosplit | LayerKind::SeamfsFast => seamfs(kind, base, &share, &top, &t, bin),
+        LayerKind::SeamfsFastFeed => seamfs_with_feed(base, &backing, &share, &top, &t),
         LayerKind::SeamfsFastBaseline => match bin {
             Some(b) => seamfs(kind, base, &share, &top, &t, Some(b)),
             None => Err(LabError::new("set up the baseline layer", base, "it needs a seamfs binary (seam-lab small --baseline PATH)")),
@@ -159,12 +180,32 @@ fn seamfs(kind: LayerKind, base: &Path, share: &Path, top: &Path, t: &str, bin: 
     if kind == LayerKind::SeamfsNosplit {
         cmd.arg("--no-index-split");
     }
+    if kind == LayerKind::SeamfsFastFeed {
+        cmd.arg("--feed").arg(feed_addr(base));
+    }
     crate::lab::mounts::run_mount(cmd, "mount seamfs", top)?;
     let split = if kind == LayerKind::SeamfsNosplit { "--no-index-split" } else { "index split on" };
-    let under = if matches!(kind, LayerKind::SeamfsFast | LayerKind::SeamfsFastBaseline) { "fast-share" } else { "share" };
+    let under = if kind == LayerKind::Seamfs || kind == LayerKind::SeamfsNosplit { "share" } else { "fast-share" };
     let note = format!("{} --ttl {t} ({split}, default threads) over its own {under} mount", program.display());
     let name = program.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid(&name, &log), note })
+    Ok(Layer { kind, dir: top.to_path_buf(), daemon: find_pid(&name, &log), note, seamd: None })
+}
+
+/// The change feed's socket for a layer set up under `base`.
+fn feed_addr(base: &Path) -> String {
+    format!("unix:{}", base.join("feed.sock").display())
+}
+
+/// seamfs with `--feed` over the fast share, and seamd serving the feed from the backing dir
+/// (the host's checkout); ready once seamfs logs the feed live.
+fn seamfs_with_feed(base: &Path, backing: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabError> {
+    let mut layer = seamfs(LayerKind::SeamfsFastFeed, base, share, top, t, None)?;
+    let child = crate::race::rig::start_seamd(backing, &base.join("seamd.log"), &["--feed".to_string(), feed_addr(base)])?;
+    let seamd = std::sync::Arc::new(Seamd(parking_lot::Mutex::new(child)));
+    crate::race::rig::wait_for_log(&base.join("seamfs.log"), "change feed live", std::time::Duration::from_secs(15))?;
+    layer.note = format!("{}, the change feed live (seamd run --feed on the backing dir)", layer.note);
+    layer.seamd = Some(seamd);
+    Ok(layer)
 }
 
 /// bindfs over the share mount, with the same kernel cache lifetimes as the share.
@@ -177,7 +218,7 @@ fn bindfs(share: &Path, top: &Path, t: &str) -> Result<Layer, LabError> {
         .arg(top);
     crate::lab::mounts::run_mount(cmd, "mount bindfs", top)?;
     let note = format!("bindfs --multithreaded, entry/attr/negative timeout {t} s, over its own share mount");
-    Ok(Layer { kind: LayerKind::Bindfs, dir: top.to_path_buf(), daemon: find_pid("bindfs", top), note })
+    Ok(Layer { kind: LayerKind::Bindfs, dir: top.to_path_buf(), daemon: find_pid("bindfs", top), note, seamd: None })
 }
 
 /// fuse-overlayfs with its upper and work dirs on the same share mount as its lower, so its
@@ -204,7 +245,7 @@ fn overlay(base: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabE
         Ok(()) => {
             let note =
                 format!("fuse-overlayfs threaded=1 timeout={t}: lower, upper and work all on its own share mount");
-            Ok(Layer { kind: LayerKind::FuseOverlayfs, daemon: find_pid("fuse-overlayfs", top), dir, note })
+            Ok(Layer { kind: LayerKind::FuseOverlayfs, daemon: find_pid("fuse-overlayfs", top), dir, note, seamd: None })
         }
         Err(e) => {
             eprintln!("[bench] fuse-overlayfs with its upper on the share failed ({e}); upper on native disk");
@@ -212,7 +253,7 @@ fn overlay(base: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabE
             let note = format!(
                 "fuse-overlayfs threaded=1 timeout={t}: lower on its own share mount, upper and work on the native disk (an upper on the share was refused)"
             );
-            Ok(Layer { kind: LayerKind::FuseOverlayfs, daemon: find_pid("fuse-overlayfs", top), dir, note })
+            Ok(Layer { kind: LayerKind::FuseOverlayfs, daemon: find_pid("fuse-overlayfs", top), dir, note, seamd: None })
         }
     }
 }

@@ -120,8 +120,8 @@ fn size_section(s: &mut String, z: &SizeResult) {
 /// the median of per-run ratios beside (runs pair the layers under the same load).
 fn fast_section(s: &mut String, z: &SizeResult) {
     let _ = writeln!(s, "\nAgainst the fast share (virtiofsd's speed; lower is better):\n");
-    let _ = writeln!(s, "| workload | fast ms | seamfs-fast ms | seamfs-fast × fast (paired) | share × fast (paired) | seamfs × share |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    let _ = writeln!(s, "| workload | fast ms | seamfs-fast ms | seamfs-fast × fast (paired) | seamfs-fast-feed × fast (paired) | share × fast (paired) | seamfs × share |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|");
     let both = |w, l, base| match (z.ratio(w, l, base), z.paired_ratio(w, l, base)) {
         (Some(m), Some(p)) => format!("{m:.2} ({p:.2})"),
         _ => "—".into(),
@@ -131,11 +131,12 @@ fn fast_section(s: &mut String, z: &SizeResult) {
         let seamfs = z.ratio(w, LayerKind::Seamfs, LayerKind::Share).map(|x| format!("{x:.2}")).unwrap_or_else(|| "—".into());
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {seamfs} |",
+            "| {} | {} | {} | {} | {} | {} | {seamfs} |",
             w.name(),
             ms(w, LayerKind::Fast),
             ms(w, LayerKind::SeamfsFast),
             both(w, LayerKind::SeamfsFast, LayerKind::Fast),
+            both(w, LayerKind::SeamfsFastFeed, LayerKind::Fast),
             both(w, LayerKind::Share, LayerKind::Fast),
         );
     }

@@ -26,6 +26,7 @@ fn colour(l: LayerKind) -> &'static str {
         LayerKind::FuseOverlayfs => "#d62728",
         LayerKind::Fast => "#2ca02c",
         LayerKind::SeamfsFast => "#9467bd",
+        LayerKind::SeamfsFastFeed => "#e377c2",
         LayerKind::SeamfsFastBaseline => "#8c564b",
     }
 }
