@@ -193,10 +193,16 @@ impl Consumer {
         }
         if let Some(p) = parent {
             self.shared.forget_listing(p);
-            let _ = self.notifier.inval_entry(INodeNo(p), name);
-            // An echo is the box's own change, which no lookup in flight can predate.
-            if !echo {
-                again.name(p, name);
+            // A directory still at its name keeps its entry: dropping it would unhash the
+            // dentry of every box process's cwd inside it (`getcwd` then fails with ENOENT, and
+            // git with "unable to get current working directory"). Its attributes and listing
+            // are dropped below and above.
+            if !(kind != Kind::Remove && seen.is_some() && node == seen && self.is_dir(rel)) {
+                let _ = self.notifier.inval_entry(INodeNo(p), name);
+                // An echo is the box's own change, which no lookup in flight can predate.
+                if !echo {
+                    again.name(p, name);
+                }
             }
         }
         if kind != Kind::Remove {
@@ -207,6 +213,11 @@ impl Consumer {
                 self.raise_change(rel);
             }
         }
+    }
+
+    /// Whether the lower holds a directory at `rel` now.
+    fn is_dir(&self, rel: &Path) -> bool {
+        self.shared.lower().stat(&cpath(rel)).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
 
     /// A name the host removed that the kernel still holds: the feed thread unlinks it through

@@ -469,3 +469,59 @@ fn a_mount_of_another_directory_than_the_watched_checkout_says_so() {
         }
     }
 }
+
+/// Runs `git init -q` from a shell whose cwd is `dir`, entered before `between` runs: the
+/// shell's `getcwd` must still name the directory after whatever `between` does.
+fn git_init_after(dir: &Path, between: impl FnOnce()) -> std::process::Output {
+    use std::io::{BufRead, Write};
+    let mut sh = Command::new("sh")
+        .arg("-c")
+        .arg("cd \"$1\" && echo in && read go && exec git init -q")
+        .arg("sh")
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sh");
+    let mut line = String::new();
+    std::io::BufReader::new(sh.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("read the shell's line");
+    assert_eq!(line, "in\n", "the shell did not enter {}", dir.display());
+    between();
+    writeln!(sh.stdin.as_mut().expect("stdin"), "go").expect("tell the shell to go on");
+    sh.wait_with_output().expect("wait for sh")
+}
+
+/// A directory the feed reports changed (the echo of the box's own mkdir, or the host touching
+/// it) is still the directory at its name: its entry is kept, so a box process with its cwd
+/// there still has one. Dropping the entry unhashed the cwd's dentry and `git init` there failed
+/// ("unable to get current working directory"), as `seam-lab small` did over the feed: the echo
+/// half fails without the fix. For a host change the feed's own poke (`raise_change`, a
+/// `utimensat` through the mount) looks the path up again, which rehashes the dentry, so that
+/// half passed before too; it stays as the guard of that path.
+#[test]
+fn a_directory_the_feed_reports_stays_the_cwd_of_box_processes_in_it() {
+    let r = Rig::new(true);
+    // The host makes a directory and, once the box is in it, touches it (IN_ATTRIB: a change
+    // the feed sends, outside the echo window of anything the box did).
+    std::fs::create_dir(r.host("hostdir")).unwrap();
+    let inside = r.m.join("hostdir");
+    assert!(within(Duration::from_secs(3), || inside.is_dir()).is_some(), "the host's new directory never showed");
+    let out = git_init_after(&inside, || {
+        std::fs::set_permissions(r.host("hostdir"), std::os::unix::fs::PermissionsExt::from_mode(0o750)).unwrap();
+        // The feed's change reaches seamfs, which applies it (and its second pass, IN_FLIGHT).
+        // Nothing here looks the path up meanwhile: a lookup would find the directory again
+        // and rehash a dropped dentry, hiding the loss.
+        std::thread::sleep(Duration::from_secs(1));
+    });
+    assert!(out.status.success(), "git init in a directory the host touched: {}", String::from_utf8_lossy(&out.stderr));
+    // The chmod shows through attributes kept for the 30 s TTL only because the feed dropped them.
+    let mode = std::fs::metadata(&inside).map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777);
+    assert_eq!(mode.ok(), Some(0o750), "the host's chmod never reached the box: the feed applied nothing");
+    // The box makes a directory and goes in at once: the echo of its mkdir comes back.
+    let mine = r.m.join("boxdir");
+    std::fs::create_dir(&mine).unwrap();
+    let out = git_init_after(&mine, || std::thread::sleep(Duration::from_millis(500)));
+    assert!(out.status.success(), "git init in a directory the box just made: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(r.host("boxdir/.git/HEAD").is_file() && r.host("hostdir/.git/HEAD").is_file());
+}
