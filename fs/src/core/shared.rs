@@ -43,6 +43,20 @@ impl Shared {
         self.inodes.known_id(dev, ino)
     }
 
+    /// True when node `id` is a directory and the lower, asked again, still holds that very
+    /// directory at the node's name: the kernel's entry for it is right, and dropping it would
+    /// unhash the cwd of every process inside (`getcwd` then fails with ENOENT).
+    pub fn dir_still_at_its_name(&self, id: u64) -> bool {
+        let Ok((dev, ino, kind)) = self.inodes.with(id, |n| (n.dev, n.ino, n.kind)) else { return false };
+        if kind != libc::S_IFDIR {
+            return false;
+        }
+        let Ok(path) = self.inodes.path(id) else { return false };
+        let path = path.as_c_str();
+        self.lower.refresh(path);
+        self.lower.stat(path).is_ok_and(|st| crate::lower::same_file(&st, dev, ino) && st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    }
+
     /// Forgets the cached listing of directory node `dir`.
     pub fn forget_listing(&self, dir: u64) {
         self.listings.forget(dir);

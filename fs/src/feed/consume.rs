@@ -162,6 +162,7 @@ impl Consumer {
     /// for as long as those entries), the root's own attributes too; returns how many nodes.
     /// Negative entries are never given FEED_TTL, so they expire on the share's TTL by themselves.
     fn invalidate_all(&self) -> usize {
+        let keep_dirs = self.live.is_live();
         let nodes = self.shared.work_tree_nodes();
         self.shared.forget_listing(ROOT);
         let _ = self.notifier.inval_inode(INodeNo(ROOT), -1, 0);
@@ -169,7 +170,13 @@ impl Consumer {
             self.shared.forget_listing(*parent);
             // A directory's own listing too, when none of its names is known (an empty one).
             self.shared.forget_listing(*id);
-            let _ = self.notifier.inval_entry(INodeNo(*parent), name);
+            // While the feed stays live (a gap or an overflow), a directory the share still
+            // holds at its name keeps its entry, so the cwd of box processes inside stays
+            // theirs (one share round trip per directory, at a rare event). A feed gone down
+            // drops every entry: one kept would carry FEED_TTL with nothing left to end it.
+            if !(keep_dirs && self.shared.dir_still_at_its_name(*id)) {
+                let _ = self.notifier.inval_entry(INodeNo(*parent), name);
+            }
             let _ = self.notifier.inval_inode(INodeNo(*id), -1, 0);
         }
         nodes.len()

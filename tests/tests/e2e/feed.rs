@@ -525,3 +525,40 @@ fn a_directory_the_feed_reports_stays_the_cwd_of_box_processes_in_it() {
     assert!(out.status.success(), "git init in a directory the box just made: {}", String::from_utf8_lossy(&out.stderr));
     assert!(r.host("boxdir/.git/HEAD").is_file() && r.host("hostdir/.git/HEAD").is_file());
 }
+
+/// Lost messages (an overflow: every burst overflows here) invalidate everything cached on the
+/// feed's word, but a directory the share still holds at its name keeps its entry while the
+/// feed stays live: a box shell in it still has a cwd (before, `git init` there failed with
+/// "unable to get current working directory"). A directory the host replaced in the same burst
+/// is dropped: the box sees the new one's files.
+#[test]
+fn lost_messages_keep_the_cwd_of_box_processes_and_drop_a_replaced_directory() {
+    let r = Rig::build(true, "1", &[("SEAMD_FEED_MAX_BURST", "0")], |b| {
+        for d in ["src", "docs"] {
+            std::fs::create_dir(b.join(d)).unwrap();
+            std::fs::write(b.join(d).join("a.txt"), "one\n").unwrap();
+        }
+    });
+    let (src, docs) = (r.m.join("src"), r.m.join("docs"));
+    assert_eq!(size(&src.join("a.txt")), Some(4));
+    assert_eq!(size(&docs.join("a.txt")), Some(4));
+    let overflows = || r.m.log().matches("change feed lost messages").count();
+    let before = overflows();
+    let out = git_init_after(&src, || {
+        // The host replaces docs/ and edits a file: the burst overflows.
+        std::fs::rename(r.host("docs"), r.host("docs.old")).unwrap();
+        std::fs::create_dir(r.host("docs")).unwrap();
+        std::fs::write(r.host("docs/b.txt"), "new\n").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while overflows() == before {
+            assert!(Instant::now() < deadline, "seamfs never saw the overflow; log:\n{}", r.m.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Its second pass (IN_FLIGHT) too; nothing here looks `src` up meanwhile.
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    assert!(out.status.success(), "git init in a directory kept through an overflow: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(r.host("src/.git/HEAD").is_file());
+    let t = within(Duration::from_secs(3), || docs.join("b.txt").is_file() && !docs.join("a.txt").exists());
+    assert!(t.is_some(), "a directory the host replaced still showed the old one after an overflow");
+}
