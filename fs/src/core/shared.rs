@@ -57,6 +57,26 @@ impl Shared {
         self.lower.stat(path).is_ok_and(|st| crate::lower::same_file(&st, dev, ino) && st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
 
+    /// True when node `id` is a directory.
+    pub fn is_dir_node(&self, id: u64) -> bool {
+        self.inodes.with(id, |n| n.kind == libc::S_IFDIR).unwrap_or(false)
+    }
+
+    /// True when the lower, asked again, holds at `rel` (name `name` in directory node `parent`)
+    /// a directory the kernel knows by that very name: the node seamfs last answered a lookup
+    /// of `name` in `parent` with. A directory the host moved there from another name, or made
+    /// anew, is not it.
+    pub fn dir_known_at(&self, parent: u64, name: &OsStr, rel: &Path) -> bool {
+        let path = cpath(rel);
+        self.lower.refresh(&path);
+        let Ok(st) = self.lower.stat(&path) else { return false };
+        if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+            return false;
+        }
+        let Some(id) = self.inodes.known_id(st.st_dev, st.st_ino) else { return false };
+        self.inodes.with(id, |n| n.parent == parent && *n.name == *name).unwrap_or(false)
+    }
+
     /// Forgets the cached listing of directory node `dir`.
     pub fn forget_listing(&self, dir: u64) {
         self.listings.forget(dir);

@@ -203,8 +203,10 @@ impl Consumer {
             // A directory still at its name keeps its entry: dropping it would unhash the
             // dentry of every box process's cwd inside it (`getcwd` then fails with ENOENT, and
             // git with "unable to get current working directory"). Its attributes and listing
-            // are dropped below and above.
-            if !(kind != Kind::Remove && seen.is_some() && node == seen && self.is_dir(rel)) {
+            // are dropped below and above. The share is asked again first, echo or not (one
+            // round trip per directory): an entry kept for FEED_TTL must be the share's truth.
+            let dir = seen.is_some_and(|n| self.shared.is_dir_node(n));
+            if kind == Kind::Remove || !dir || !self.shared.dir_known_at(p, name, rel) {
                 let _ = self.notifier.inval_entry(INodeNo(p), name);
                 // An echo is the box's own change, which no lookup in flight can predate.
                 if !echo {
@@ -220,11 +222,6 @@ impl Consumer {
                 self.raise_change(rel);
             }
         }
-    }
-
-    /// Whether the lower holds a directory at `rel` now.
-    fn is_dir(&self, rel: &Path) -> bool {
-        self.shared.lower().stat(&cpath(rel)).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
 
     /// A name the host removed that the kernel still holds: the feed thread unlinks it through

@@ -562,3 +562,24 @@ fn lost_messages_keep_the_cwd_of_box_processes_and_drop_a_replaced_directory() {
     let t = within(Duration::from_secs(3), || docs.join("b.txt").is_file() && !docs.join("a.txt").exists());
     assert!(t.is_some(), "a directory the host replaced still showed the old one after an overflow");
 }
+
+/// A directory the host moves onto another's name (an empty one, which `rename` replaces) is a
+/// new directory at that name, even though the box knows it (by its old name): the box sees the
+/// moved directory's files there and the old name gone. (A guard of the outcome: seamfs resolves
+/// children by path, so a kept entry of the replaced directory would still list the new files;
+/// the consumer drops it anyway, since the node at the name was known by another name.)
+#[test]
+fn a_directory_moved_onto_another_s_name_replaces_it_in_the_box() {
+    let r = Rig::build(true, TTL, &[], |b| {
+        std::fs::create_dir_all(b.join("old")).unwrap();
+        std::fs::write(b.join("old/file"), "moved\n").unwrap();
+        std::fs::create_dir(b.join("d")).unwrap();
+    });
+    let (old, d) = (r.m.join("old"), r.m.join("d"));
+    // The box knows both directories (entries kept for FEED_TTL).
+    assert!(old.join("file").is_file() && d.is_dir() && !d.join("file").exists());
+    std::fs::rename(r.host("old"), r.host("d")).unwrap();
+    let t = within(Duration::from_secs(3), || d.join("file").is_file() && !old.exists());
+    println!("a directory the host moved onto another's name showed in {t:?} (work-tree TTL {TTL} s, feed live)");
+    assert!(t.is_some(), "the box still saw the replaced (empty) directory at d/, or old/ at its old name");
+}
