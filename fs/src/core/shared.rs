@@ -82,6 +82,21 @@ impl Shared {
         self.listings.forget(dir);
     }
 
+    /// The lower paths (relative to its root) of every work-tree directory node, parents first.
+    pub fn work_tree_dirs(&self) -> Vec<std::path::PathBuf> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut dirs: Vec<std::path::PathBuf> = self
+            .inodes
+            .nodes_of(Class::WorkTree)
+            .into_iter()
+            .filter(|(id, _, _)| self.is_dir_node(*id))
+            .filter_map(|(id, _, _)| self.inodes.path(id).ok())
+            .map(|p| std::path::PathBuf::from(OsStr::from_bytes(p.as_c_str().to_bytes())))
+            .collect();
+        dirs.sort_by_key(|p| p.components().count());
+        dirs
+    }
+
     /// Every work-tree node the kernel may cache: (id, parent, name).
     pub fn work_tree_nodes(&self) -> Vec<(u64, u64, Arc<OsStr>)> {
         self.inodes.nodes_of(Class::WorkTree)

@@ -154,6 +154,7 @@ impl Consumer {
             // pass above, carrying FEED_TTL: a second pass once such replies are out catches it.
             std::thread::sleep(IN_FLIGHT);
             n += self.invalidate_all();
+            self.look_dirs_up_again();
             warn!(feed = %self.addr, why = %why, entries = n, "change feed down: the work tree is back on the share's TTLs (everything cached on the feed's word invalidated)");
         }
     }
@@ -180,6 +181,17 @@ impl Consumer {
             let _ = self.notifier.inval_inode(INodeNo(*id), -1, 0);
         }
         nodes.len()
+    }
+
+    /// Looks every known work-tree directory up again through the mount, after a feed gone down
+    /// dropped their entries. A lookup that finds the same directory rehashes the kernel's
+    /// dropped dentry of it (a directory has one), which is the cwd of any box process inside:
+    /// its `getcwd` works again, and the entry now carries the share's TTL. A directory
+    /// replaced meanwhile is another inode, and its old dentry stays dropped.
+    fn look_dirs_up_again(&self) {
+        for rel in self.shared.work_tree_dirs() {
+            let _ = std::fs::symlink_metadata(self.mountpoint.join(rel));
+        }
     }
 
     /// One changed name.

@@ -583,3 +583,23 @@ fn a_directory_moved_onto_another_s_name_replaces_it_in_the_box() {
     println!("a directory the host moved onto another's name showed in {t:?} (work-tree TTL {TTL} s, feed live)");
     assert!(t.is_some(), "the box still saw the replaced (empty) directory at d/, or old/ at its old name");
 }
+
+/// A feed that goes down drops every entry cached on its word, directories too (one kept would
+/// carry the feed's hour-long TTL with no feed left to end it). Each directory is then looked up
+/// again through the mount, which rehashes the kernel's dropped dentry of it: a box shell inside
+/// keeps its cwd (before, `git init` there failed with "unable to get current working
+/// directory"), and the entry is back on the share's TTL.
+#[test]
+fn a_feed_that_goes_down_leaves_box_shells_their_cwd() {
+    let mut r = Rig::with_ttl(true, "1");
+    let src = r.m.join("src");
+    assert_eq!(size(&src.join("a.txt")), Some(4));
+    let out = git_init_after(&src, || {
+        drop(r.seamd.take());
+        r.wait_for_log("change feed down", Duration::from_secs(10));
+        // Nothing here looks `src` up: only seamfs's own look after the fallback may.
+        std::thread::sleep(Duration::from_millis(300));
+    });
+    assert!(out.status.success(), "git init in a directory after the feed went down: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(r.host("src/.git/HEAD").is_file());
+}
