@@ -370,7 +370,7 @@ fn seamfs_mount_at(path: &Path) -> Result<(PathBuf, MountEntry), MountError> {
 /// zombie before its other threads are done, and the mount's fds go with the last one).
 fn gone(pid: u32) -> bool {
     let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.count()).unwrap_or(0);
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    let zombie = crate::judge::procs::read_proc(&format!("/proc/{pid}/stat"))
         .map(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
         .unwrap_or(true);
     threads == 0 || (threads == 1 && zombie)

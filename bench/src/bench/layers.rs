@@ -101,16 +101,22 @@ pub struct Layer {
     pub seamd: Option<std::sync::Arc<Seamd>>,
 }
 
-/// A `seamd run --feed` the bench started; killed by its pid and reaped when dropped (it also
-/// gets SIGKILL if the bench dies first: `start_seamd`).
+/// A `seamd run --feed` the bench started on `host`; stopped by its pid and reaped when
+/// dropped, as the race rig stops its own (`rig::stop`; it also gets SIGKILL if the bench dies
+/// first: `start_seamd`).
 #[derive(Debug)]
-pub struct Seamd(parking_lot::Mutex<std::process::Child>);
+pub struct Seamd {
+    child: Option<std::process::Child>,
+    host: PathBuf,
+}
 
 impl Drop for Seamd {
     fn drop(&mut self) {
-        let child = self.0.get_mut();
-        let _ = child.kill();
-        let _ = child.wait();
+        if let Some(child) = self.child.take() {
+            if let Err(e) = crate::race::rig::stop(child, &self.host) {
+                eprintln!("[bench] {e}");
+            }
+        }
     }
 }
 
@@ -201,7 +207,7 @@ fn feed_addr(base: &Path) -> String {
 fn seamfs_with_feed(base: &Path, backing: &Path, share: &Path, top: &Path, t: &str) -> Result<Layer, LabError> {
     let mut layer = seamfs(LayerKind::SeamfsFastFeed, base, share, top, t, None)?;
     let child = crate::race::rig::start_seamd(backing, &base.join("seamd.log"), &["--feed".to_string(), feed_addr(base)])?;
-    let seamd = std::sync::Arc::new(Seamd(parking_lot::Mutex::new(child)));
+    let seamd = std::sync::Arc::new(Seamd { child: Some(child), host: backing.to_path_buf() });
     crate::race::rig::wait_for_log(&base.join("seamfs.log"), "change feed live", std::time::Duration::from_secs(15))?;
     layer.note = format!("{}, the change feed live (seamd run --feed on the backing dir)", layer.note);
     layer.seamd = Some(seamd);

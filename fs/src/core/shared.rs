@@ -1,7 +1,7 @@
 //! What a thread outside the FUSE session may touch of a mounted core: the change feed drops
 //! cached listings and finds the node ids the kernel knows, to invalidate them.
 
-use std::ffi::OsStr;
+use std::ffi::{CStr, OsStr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -47,14 +47,12 @@ impl Shared {
     /// directory at the node's name: the kernel's entry for it is right, and dropping it would
     /// unhash the cwd of every process inside (`getcwd` then fails with ENOENT).
     pub fn dir_still_at_its_name(&self, id: u64) -> bool {
-        let Ok((dev, ino, kind)) = self.inodes.with(id, |n| (n.dev, n.ino, n.kind)) else { return false };
-        if kind != libc::S_IFDIR {
+        if !self.is_dir_node(id) {
             return false;
         }
+        let Ok((parent, name)) = self.inodes.with(id, |n| (n.parent, n.name.clone())) else { return false };
         let Ok(path) = self.inodes.path(id) else { return false };
-        let path = path.as_c_str();
-        self.lower.refresh(path);
-        self.lower.stat(path).is_ok_and(|st| crate::lower::same_file(&st, dev, ino) && st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        self.dir_known_at(parent, &name, path.as_c_str()) == Some(id)
     }
 
     /// True when node `id` is a directory.
@@ -62,19 +60,18 @@ impl Shared {
         self.inodes.with(id, |n| n.kind == libc::S_IFDIR).unwrap_or(false)
     }
 
-    /// True when the lower, asked again, holds at `rel` (name `name` in directory node `parent`)
-    /// a directory the kernel knows by that very name: the node seamfs last answered a lookup
-    /// of `name` in `parent` with. A directory the host moved there from another name, or made
-    /// anew, is not it.
-    pub fn dir_known_at(&self, parent: u64, name: &OsStr, rel: &Path) -> bool {
-        let path = cpath(rel);
-        self.lower.refresh(&path);
-        let Ok(st) = self.lower.stat(&path) else { return false };
+    /// The node the lower, asked again, holds at `path` (name `name` in directory node
+    /// `parent`), when it is a directory the kernel knows by that very name: the node seamfs
+    /// last answered a lookup of `name` in `parent` with. A directory the host moved there from
+    /// another name, or made anew, is not it.
+    pub fn dir_known_at(&self, parent: u64, name: &OsStr, path: &CStr) -> Option<u64> {
+        self.lower.refresh(path);
+        let st = self.lower.stat(path).ok()?;
         if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-            return false;
+            return None;
         }
-        let Some(id) = self.inodes.known_id(st.st_dev, st.st_ino) else { return false };
-        self.inodes.with(id, |n| n.parent == parent && *n.name == *name).unwrap_or(false)
+        let id = self.inodes.known_id(st.st_dev, st.st_ino)?;
+        self.inodes.with(id, |n| n.parent == parent && *n.name == *name).unwrap_or(false).then_some(id)
     }
 
     /// Forgets the cached listing of directory node `dir`.

@@ -218,7 +218,7 @@ impl Consumer {
             // are dropped below and above. The share is asked again first, echo or not (one
             // round trip per directory): an entry kept for FEED_TTL must be the share's truth.
             let dir = seen.is_some_and(|n| self.shared.is_dir_node(n));
-            if kind == Kind::Remove || !dir || !self.shared.dir_known_at(p, name, rel) {
+            if kind == Kind::Remove || !dir || self.shared.dir_known_at(p, name, &cpath(rel)).is_none() {
                 let _ = self.notifier.inval_entry(INodeNo(p), name);
                 // An echo is the box's own change, which no lookup in flight can predate.
                 if !echo {
