@@ -50,6 +50,7 @@ pub mod mountinfo;
 pub mod recent_refresh;
 pub mod refresh_scope;
 pub mod report;
+mod short_read;
 
 #[cfg(all(feature = "fuse", not(target_os = "linux")))]
 compile_error!("seamfs's overlay (feature `fuse`) is Linux-only; seamd builds without it (ADR 0023)");

@@ -126,16 +126,7 @@ impl crate::lower::Lower {
 /// Reads `fd` (from `Lower::open_regular`, O_DIRECT on such a lower) to its end; the number of
 /// bytes (the size the lower's cached inode may not know).
 pub fn direct_len(fd: std::os::fd::OwnedFd) -> std::io::Result<u64> {
-    use std::io::Read;
-    let mut f = std::fs::File::from(fd);
-    let mut buf = vec![0u8; 64 << 10];
-    let mut n = 0u64;
-    loop {
-        match f.read(&mut buf)? {
-            0 => return Ok(n),
-            k => n += k as u64,
-        }
-    }
+    crate::short_read::len_until_short(std::fs::File::from(fd), 64 << 10)
 }
 
 #[cfg(test)]

@@ -217,7 +217,11 @@ impl Rig {
         };
         if target == Target::Seamfs {
             let glog = PathBuf::from(format!("/tmp/seamfs-{}.log", guest.mode.name()));
-            let up = guest.sh(&format!("seamfs-bootstrap up '{}' --log '{}'", guest_dir.display(), glog.display()))?;
+            // The host's SEAMFS_LOG (a filter such as `debug`) reaches the guest's seamfs, so a
+            // race can be replayed with every request logged (`--log-dir` keeps the log).
+            let env = std::env::var("SEAMFS_LOG").ok().filter(|f| f.bytes().all(|b| b.is_ascii_alphanumeric() || b"_,=:".contains(&b)));
+            let env = env.map(|f| format!("SEAMFS_LOG={f} ")).unwrap_or_default();
+            let up = guest.sh(&format!("{env}seamfs-bootstrap up '{}' --log '{}'", guest_dir.display(), glog.display()))?;
             if up.code != 0 {
                 return Err(LabError::new(
                     "mount seamfs in the guest (seamfs-bootstrap up)",

@@ -88,7 +88,7 @@ pub struct Counted {
     pub syscalls: BTreeMap<&'static str, BTreeMap<String, u64>>,
     /// seamfs's hottest symbols by target (last round, `--perf`): `perf report`'s lines.
     pub profile: BTreeMap<&'static str, String>,
-    /// Requests virtiofsd served by target and operation (last round; virtiofs, counted runs).
+    /// Requests the share's server served by target and operation (last round, counted runs).
     pub share: BTreeMap<&'static str, BTreeMap<String, u64>>,
 }
 
@@ -117,7 +117,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
         tools.push(Path::new(PERF));
     }
     initramfs::build_with_tools(&cache.kernel()?, &static_dir()?, &extra, &tools, &initrd)?;
-    let share_logged = mode.is_virtiofs() && !opts.timing_only;
+    let share_logged = !opts.timing_only;
     let spec = BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: share_logged };
     let g = Guest::boot(cache, &spec)?;
     let share_log = share_logged.then(|| share_log(&root, mode));
@@ -163,7 +163,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
                     rows[i].syscalls.insert(t.name, strace_detach(&g)?);
                     if let Some(dir) = &opts.keep {
                         let to = dir.join(format!("{i:03}-{}.strace", t.name));
-                        std::fs::copy(root.join(STRACE_TRACE), &to).map_err(|e| LabError::new("keep strace's trace", &to, e))?;
+                        std::fs::write(&to, log_text(&g, STRACE_TRACE)?).map_err(|e| LabError::new("keep strace's trace", &to, e))?;
                     }
                 }
                 let r = &mut rows[i];
@@ -212,11 +212,23 @@ fn share_requests_since(p: &Path, from: u64) -> Result<BTreeMap<String, u64>, La
     f.seek(SeekFrom::Start(from)).and_then(|_| f.read_to_end(&mut text)).map_err(|e| LabError::new("read the share's log", p, e))?;
     let mut out = BTreeMap::new();
     for line in String::from_utf8_lossy(&text).lines() {
-        let Some(rest) = line.split("Received request: opcode=").nth(1) else { continue };
-        let op = rest.split([' ', ',']).next().unwrap_or("?").to_ascii_lowercase();
-        *out.entry(op).or_insert(0) += 1;
+        if let Some(op) = share_request_op(line) {
+            *out.entry(op).or_insert(0) += 1;
+        }
     }
     Ok(out)
+}
+
+/// The operation a line of the share server's log received, if it logs one: virtiofsd's
+/// `Received request: opcode=Lookup (1), …`, or qemu's 9p trace `v9fs_walk tag 0 id 110 …`
+/// (its replies, `*_return` and `v9fs_rerror`, are not requests).
+fn share_request_op(line: &str) -> Option<String> {
+    if let Some(rest) = line.split("Received request: opcode=").nth(1) {
+        return Some(rest.split([' ', ',']).next().unwrap_or("?").to_ascii_lowercase());
+    }
+    let at = line.find("v9fs_")?;
+    let op = line[at + 5..].split([' ', ':']).next()?;
+    (!op.is_empty() && !op.ends_with("_return") && op != "rerror").then(|| op.to_string())
 }
 
 /// Nanoseconds on CPU of the daemon named `prog` so far, threads that ended included
@@ -236,16 +248,18 @@ fn seamfs_cpu_ns(g: &Guest, prog: &str) -> Result<i64, LabError> {
 const STRACE: &str = "/usr/bin/strace";
 /// strace's summary file and pid file in the guest.
 const STRACE_OUT: &str = "/tmp/seamfs-strace.txt";
-/// strace's full trace with `--keep`: on the share's root, which is a host directory, so the
-/// host copies it rather than the agent carrying it (too large for one answer).
-const STRACE_TRACE: &str = "share/seamfs-strace.txt";
+/// strace's full trace with `--keep`, in the guest's own memory: one on the share would sit in a
+/// 9p `cache=loose` guest's page cache, unseen by the host. The agent carries it back.
+const STRACE_TRACE: &str = "/tmp/seamfs-strace-full.txt";
 const STRACE_PID: &str = "/tmp/seamfs-strace.pid";
 
 /// Attaches `strace -c -f` to every thread of the daemon named `prog`, in the background, and
 /// waits until it has attached (its summary counts only what follows).
 fn strace_attach(g: &Guest, prog: &str, full: bool) -> Result<(), LabError> {
     // `-C`: the summary follows the whole trace in one file.
-    let (flag, out) = if full { ("-C", format!("/{STRACE_TRACE}")) } else { ("-c", STRACE_OUT.to_string()) };
+    // `-tt -T -y` in the full trace: when each call started, how long it took (a share's round
+    // trips show there) and the file behind each fd.
+    let (flag, out) = if full { ("-C -tt -T -y", STRACE_TRACE.to_string()) } else { ("-c", STRACE_OUT.to_string()) };
     let link = if full { format!("ln -s {out} {STRACE_OUT};") } else { String::new() };
     let r = g.sh(&format!(
         "pid=$(for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = {prog} ] && echo ${{p#/proc/}}; done | head -n1); \
@@ -397,7 +411,7 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
         s.push('\n');
     }
     if rows.iter().any(|r| !r.share.is_empty()) {
-        s.push_str("\nRequests virtiofsd served per command (its debug log, last round), by target:\n\n| command |");
+        s.push_str("\nRequests the share's server served per command (virtiofsd's debug log or qemu's 9p trace, last round), by target:\n\n| command |");
         s.push_str(&names.iter().map(|n| format!(" {n} |")).collect::<String>());
         s.push_str(&format!("\n|---|{}\n", "---|".repeat(names.len())));
         for r in rows {
@@ -464,6 +478,18 @@ mod tests {
     }
 
     #[test]
+    fn share_requests_are_read_from_either_server() {
+        use super::share_request_op;
+        let v = "[2026-12-03T21:27:43Z DEBUG virtiofsd::server] Received request: opcode=Lookup (1), inode=1, unique=4, pid=120";
+        assert_eq!(share_request_op(v).as_deref(), Some("lookup"));
+        assert_eq!(share_request_op("1234@1701234567.123456:v9fs_walk tag 0 id 110 fid 0 newfid 1 nwnames 1").as_deref(), Some("walk"));
+        assert_eq!(share_request_op("v9fs_lcreate tag 1 id 14 fid 2 flags 32962 mode 420 gid 0").as_deref(), Some("lcreate"));
+        assert_eq!(share_request_op("1234@1701234567.1:v9fs_walk_return tag 0 id 110 nwnames 1 qids 0x5"), None);
+        assert_eq!(share_request_op("v9fs_rerror tag 0 id 110 err 2"), None);
+        assert_eq!(share_request_op("qemu-system-x86_64: terminating on signal 15"), None);
+    }
+
+    #[test]
     fn strace_summaries_are_read() {
         let t = "% time     seconds  usecs/call     calls    errors syscall\n\
                  ------ ----------- ----------- --------- --------- ----------------\n\
@@ -476,7 +502,10 @@ mod tests {
         assert_eq!(m.get("openat2"), Some(&200));
         assert_eq!(m.len(), 2);
         // `--keep` traces with `-C`: the calls come first, and none is read as a count.
-        let traced = format!("126   close(11)                         = 0\n125   <... read resumed>\"x\", 16781312) = 56\n{t}");
+        let traced = format!(
+            "126   close(11)                         = 0\n125   <... read resumed>\"x\", 16781312) = 56\n\
+             127   21:27:43.123456 close(12</tmp/f>) = 0 <0.000012>\n{t}"
+        );
         assert_eq!(super::strace_summary(&traced), m);
     }
 

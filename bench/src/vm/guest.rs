@@ -46,12 +46,13 @@ pub struct BootSpec {
     pub initramfs: PathBuf,
     /// Virtual CPUs.
     pub cpus: u32,
-    /// virtiofsd logs every request it serves (`--log-level=debug`, into [`share_log`]): how
-    /// `vm counts` counts what each command cost the share.
+    /// The share's server logs every request it serves into [`share_log`] (virtiofsd's
+    /// `--log-level=debug`, qemu's `v9fs_*` trace events): how `vm counts` counts what each
+    /// command cost the share.
     pub share_requests_logged: bool,
 }
 
-/// virtiofsd's log in a run dir.
+/// The share server's log in a run dir (virtiofsd's, or qemu's 9p trace).
 pub fn share_log(run_dir: &Path, mode: ShareMode) -> PathBuf {
     run_dir.join(format!("virtiofsd-{}.log", mode.name()))
 }
@@ -189,6 +190,10 @@ impl Guest {
         } else {
             qemu.arg("-fsdev").arg(format!("local,id=fs0,path={},security_model=passthrough", spec.share_root.display()));
             qemu.args(["-device", "virtio-9p-pci,fsdev=fs0,mount_tag=share"]);
+            if spec.share_requests_logged {
+                // qemu's own 9p server traces every request it serves (the `log` trace backend).
+                qemu.args(["-trace", "enable=v9fs_*"]).arg("-D").arg(share_log(run, spec.mode));
+            }
         }
         let qlog = run.join(format!("qemu-{}.log", spec.mode.name()));
         let out = std::fs::File::create(&qlog).map_err(|e| LabError::new("create log", &qlog, e))?;

@@ -448,29 +448,17 @@ impl<L: Layer> Core<L> {
         let h = self.handles.file(fh)?;
         let fd = self.file_fd(&h)?;
         let mut buf = vec![0u8; size as usize];
-        let mut done = 0usize;
-        while done < buf.len() {
-            // SAFETY: valid fd and a buffer of at least the requested remaining length.
-            let n = unsafe {
-                libc::pread(
-                    fd.as_raw_fd(),
-                    buf[done..].as_mut_ptr().cast(),
-                    buf.len() - done,
-                    (offset + done as u64) as libc::off_t,
-                )
-            };
+        let raw = fd.as_raw_fd();
+        let done = crate::short_read::read_at_until_short(&mut buf, offset, |part, at| {
+            // SAFETY: valid fd and a buffer of `part.len()` bytes.
+            let n = unsafe { libc::pread(raw, part.as_mut_ptr().cast(), part.len(), at as libc::off_t) };
             if n < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
-                }
-                return Err(Errno::from(e));
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
             }
-            if n == 0 {
-                break;
-            }
-            done += n as usize;
-        }
+        })
+        .map_err(Errno::from)?;
         buf.truncate(done);
         h.served(offset, done as u64);
         Ok(buf)
