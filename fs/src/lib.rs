@@ -65,6 +65,8 @@ overlay_modules!(
     attr, config, core, daemon, doctor, filesystem, handles, inode, layer, lower_path, mount, options, policy,
     signals, status, users,
 );
+#[cfg(feature = "fuse")]
+mod git_rules;
 
 /// Initialises logging from `SEAMFS_LOG` (an `EnvFilter`, default `info`) to stderr.
 pub fn init_logging(default: &str) {

@@ -6,19 +6,14 @@
 
 mod data;
 mod dir;
-mod dotgit;
-mod guard;
-mod heal_seal;
 mod held;
 mod own_ops;
-mod index_split;
 mod killpriv;
 mod listing;
-mod names;
+pub(crate) mod names;
 mod namespace;
 mod shared;
 pub mod status_xattr;
-mod verdict_xattr;
 mod xattr;
 
 use std::ffi::{CStr, OsStr};
@@ -425,7 +420,7 @@ impl<L: Layer> Core<L> {
         let class = match &st {
             Some(st) => {
                 if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
-                    self.note_dotgit_file(&dotgit::rel_path(path), st);
+                    self.note_dotgit_file(&crate::git_rules::rel_path(path), st);
                 }
                 self.class_found(parent_class, name, st)
             }

@@ -44,7 +44,7 @@ pub struct Tracker {
     procs: DashMap<u32, ProcSeen>,
     own_ops: DashMap<PathBuf, HashSet<String>>,
     /// Per box process: the sync point of `index-box` when it first read its index since its
-    /// last write of it, per git dir (see `core::heal_seal::index_written`).
+    /// last write of it, per git dir (see `git_rules::heal_seal::index_written`).
     index_reads: DashMap<(u32, u64), HashMap<PathBuf, String>>,
     /// Per box process: the sync point the index it last wrote derives from (the read's, taken
     /// at the write): `git commit` writes its index before it moves the branch.

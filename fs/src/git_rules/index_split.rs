@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use fuser::Errno;
 use tracing::{info, warn};
 
-use super::Core;
+use crate::core::Core;
 use crate::gitdata::{cpath, read_lower};
 use crate::index::names::{LEGACY_INDEX_BOX, SHARED_INDEX};
 use crate::index::seed::{ensure_index_box, publish, NewFile, SeedOptions, Seeded};

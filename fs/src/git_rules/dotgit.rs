@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use tracing::warn;
 
-use super::Core;
+use crate::core::Core;
 use crate::gitdata::{cpath, join_beneath, parse_gitdir_file, read_lower};
 use crate::layer::Layer;
 use crate::policy::Class;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
-use super::Core;
+use crate::core::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, heal_owned, trim_heap_after, HealOptions, HealOutcome, Hint, HintData};

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use fuser::Errno;
 
-use super::Core;
+use crate::core::Core;
 use crate::judge::procs::Proc;
 use crate::judge::verdict::Verdict;
 use crate::layer::Layer;

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 use fuser::Errno;
 use tracing::warn;
 
-use super::names::Child;
-use super::Core;
+use crate::core::names::Child;
+use crate::core::Core;
 use crate::gitdata::{cpath, read_lower, GitDirRef, Head, RefState};
 use crate::judge::locks::LockRecord;
 use crate::judge::procs::Proc;

@@ -1,0 +1,15 @@
+//! What seamfs does for git at the passthrough's operations, kept out of `core` so the core is
+//! the passthrough alone: judging locks and ref moves (`guard`), the heal sealed to a ref move
+//! (`heal_seal`), the box's own index (`index_split`), `.git` files naming git dirs elsewhere
+//! (`dotgit`) and the `user.seamfs.verdict` attribute (`verdict_xattr`).
+//!
+//! Each is an `impl Core` block the core calls at a named point (a lookup, a create, a rename,
+//! a getxattr); none of them answers a FUSE request on its own.
+
+mod dotgit;
+mod guard;
+mod heal_seal;
+mod index_split;
+mod verdict_xattr;
+
+pub(crate) use dotgit::rel_path;
