@@ -7,7 +7,8 @@
 use std::io;
 
 /// Fills `buf` from `read_at(part, offset)` calls starting at `offset`, stopping at a short or
-/// empty read; the bytes read. EINTR is asked again.
+/// empty read; the bytes read. EINTR is asked again. (The overlay's READ is its one caller.)
+#[cfg(any(feature = "fuse", test))]
 pub fn read_at_until_short(
     buf: &mut [u8],
     offset: u64,

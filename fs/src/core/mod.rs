@@ -420,7 +420,7 @@ impl<L: Layer> Core<L> {
         let class = match &st {
             Some(st) => {
                 if st.st_mode & libc::S_IFMT == libc::S_IFREG && name == ".git" && self.layer.index_split() {
-                    self.note_dotgit_file(&crate::git_rules::rel_path(path), st);
+                    self.note_dotgit_file(&crate::gitdata::rel_path(path), st);
                 }
                 self.class_found(parent_class, name, st)
             }

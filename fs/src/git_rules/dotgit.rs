@@ -8,7 +8,6 @@
 //! with one log line per file.
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use tracing::warn;
@@ -86,14 +85,5 @@ impl<L: Layer> Core<L> {
         if !self.extra_gitdirs.is_empty() {
             self.extra_gitdirs.remove(&(st.st_dev, st.st_ino));
         }
-    }
-}
-
-/// A lower-relative path from a C path ("." is the root).
-pub(crate) fn rel_path(c: &std::ffi::CStr) -> PathBuf {
-    if c.to_bytes() == b"." {
-        PathBuf::new()
-    } else {
-        PathBuf::from(OsStr::from_bytes(c.to_bytes()))
     }
 }

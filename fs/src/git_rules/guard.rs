@@ -86,7 +86,7 @@ impl<L: Layer> Core<L> {
             if class == Class::GitDir {
                 let path = self.inodes.path(cur).ok()?;
                 parts.reverse();
-                return Some((super::dotgit::rel_path(&path), parts.join("/")));
+                return Some((crate::gitdata::rel_path(&path), parts.join("/")));
             }
             if class == Class::WorkTree || cur == up {
                 return None;
@@ -453,7 +453,7 @@ impl<L: Layer> Core<L> {
             warn!(pid, gitdir = %gitdir.display(), "{msg}");
             return Err(Errno::EBUSY);
         }
-        let new_value = read_lower(&self.lower, &super::dotgit::rel_path(&old.path)).ok().flatten();
+        let new_value = read_lower(&self.lower, &crate::gitdata::rel_path(&old.path)).ok().flatten();
         let heals = match &target {
             Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
             _ => Vec::new(),

@@ -450,7 +450,7 @@ impl<L: Layer> Core<L> {
     /// since it last wrote its index).
     pub(crate) fn note_index_read(&self, gitdir_node: u64, pid: u32) {
         let Ok(c) = self.inodes.path(gitdir_node) else { return };
-        let gitdir = super::dotgit::rel_path(&c);
+        let gitdir = crate::gitdata::rel_path(&c);
         let p = Proc::of(pid);
         if self.judge.tracker.has_index_read(p, &gitdir) {
             return;
@@ -468,7 +468,7 @@ impl<L: Layer> Core<L> {
     pub(crate) fn note_index_open(&self, index_node: u64, pid: u32) {
         let Ok(gitdir_node) = self.inodes.with(index_node, |n| n.parent) else { return };
         let Ok(c) = self.inodes.path(gitdir_node) else { return };
-        let gitdir = super::dotgit::rel_path(&c);
+        let gitdir = crate::gitdata::rel_path(&c);
         if let Some(base) = self.base(&gitdir) {
             debug!(pid, gitdir = %gitdir.display(), sync_point = %base, "box index opened");
             self.judge.tracker.note_index_open(Proc::of(pid), &gitdir, base);

@@ -32,7 +32,7 @@ impl<L: Layer> Core<L> {
         if names.is_empty() || names.iter().any(|n| self.layer.names().to_box(n).is_some()) {
             return false;
         }
-        let dir = super::dotgit::rel_path(path);
+        let dir = crate::gitdata::rel_path(path);
         names.iter().all(|n| self.lower.unlink(&cpath(&dir.join(n)), false).is_ok())
     }
 
@@ -61,7 +61,7 @@ impl<L: Layer> Core<L> {
     fn gitdir_of(&self, gitdir: u64) -> Result<(PathBuf, NewFile, bool), Errno> {
         let c = self.inodes.path(gitdir)?;
         let st = self.lower.stat(&c).map_err(Errno::from)?;
-        let rel = super::dotgit::rel_path(&c);
+        let rel = crate::gitdata::rel_path(&c);
         // A group-writable git dir is a shared repository: keep its index group-writable too.
         let mode = if st.st_mode & 0o020 != 0 { 0o664 } else { 0o644 };
         let by_box = self.box_gitdirs.contains_key(&(st.st_dev, st.st_ino));

@@ -11,5 +11,3 @@ mod guard;
 mod heal_seal;
 mod index_split;
 mod verdict_xattr;
-
-pub(crate) use dotgit::rel_path;

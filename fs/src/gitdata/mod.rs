@@ -62,6 +62,15 @@ pub fn cpath(p: &Path) -> CString {
     CString::new(if b.is_empty() { b".".to_vec() } else { b.to_vec() }).unwrap_or_else(|_| CString::from(c"."))
 }
 
+/// A lower-relative path from a C path, the inverse of [`cpath`] ("." is the root).
+pub fn rel_path(c: &CStr) -> PathBuf {
+    if c.to_bytes() == b"." {
+        PathBuf::new()
+    } else {
+        PathBuf::from(std::ffi::OsStr::from_bytes(c.to_bytes()))
+    }
+}
+
 impl<'a> GitDirRef<'a> {
     /// A git dir at `dir`; a linked worktree's reads `commondir` to find the common dir.
     pub fn open(lower: &'a Lower, dir: PathBuf) -> GitDirRef<'a> {
