@@ -14,6 +14,10 @@ use crate::lower_at::{at_with, open_beneath, At};
 use crate::lower_changes::NameChanges;
 use crate::lower_dirs::DirFds;
 pub use crate::lower_at::{DIR_REF, PORTABLE};
+
+/// What [`Lower::as_if_stale`] names its stand-in cache.
+#[cfg(test)]
+const AS_IF_STALE: &str = "as if 9p cache=loose (test)";
 #[cfg(target_os = "linux")]
 use crate::lower_os::identity_of;
 #[cfg(target_os = "linux")]
@@ -65,6 +69,14 @@ impl Lower {
         let root = unsafe { OwnedFd::from_raw_fd(fd) };
         let cache = crate::lower_cache::of_lower(root.as_raw_fd(), dir);
         Ok(Lower { root, stale_pages: cache.stale_pages, link_alone: cache.link_alone, dirs: None, changes: Default::default() })
+    }
+
+    /// The same lower, read as one whose cache never revalidates (the unit tests of ADR 0046's
+    /// reads, over a local directory).
+    #[cfg(all(test, target_os = "linux"))]
+    pub fn as_if_stale(mut self) -> Lower {
+        self.stale_pages = Some(AS_IF_STALE.into());
+        self
     }
 
     /// Keeps parent directories open for [`crate::lower_dirs::DIR_FD_TTL`] (the mount's lower,
@@ -160,6 +172,11 @@ impl Lower {
     /// open, or an appending one (the guest puts an append at its cached size, which is stale;
     /// an O_DIRECT write reaches the server's O_APPEND file, which appends at its real end).
     pub fn fresh_flags(&self, flags: i32) -> i32 {
+        // The unit tests' stand-in lives on a local disk, which refuses unaligned O_DIRECT.
+        #[cfg(test)]
+        if self.stale_pages.as_deref() == Some(AS_IF_STALE) {
+            return flags;
+        }
         if self.stale_pages.is_some() {
             crate::lower_os::fresh_flags(flags)
         } else {
@@ -173,6 +190,10 @@ impl Lower {
     pub fn fresh_size(&self, rel: &CStr, cached: &libc::stat) -> io::Result<i64> {
         if self.stale_pages.is_none() || cached.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Ok(cached.st_size);
+        }
+        #[cfg(target_os = "linux")]
+        if !PORTABLE {
+            return self.fresh_size_scoped(rel);
         }
         // Counted by `seam-lab vm counts` from the guest's debug log.
         tracing::debug!(name = ?rel, "sized by the server");
@@ -405,6 +426,7 @@ impl Lower {
     /// the share to change.
     pub fn refresh_again(&self, rel: &CStr) -> Seen {
         REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::refresh_scope::forget_bytes(rel);
         // Counted by `seam-lab vm counts` from the guest's debug log.
         tracing::debug!(name = ?rel, "refreshed");
         let Ok(a) = self.at(rel) else { return Seen::Unknown };

@@ -123,6 +123,24 @@ impl crate::lower::Lower {
     }
 }
 
+impl crate::lower::Lower {
+    /// The file just made at `made` has the inode number the lower still gives `other`: on a
+    /// lower that never revalidates, `other`'s entry is stale (its file is gone and the host
+    /// reused the number), and every lookup of it would give the new file's number, so the box
+    /// would see one file under both names (ADR 0047). Drops the guest's dentry cache so the next
+    /// lookup of `other` reaches the server.
+    pub fn forget_stale_number(&self, made: &std::ffi::CStr, other: &std::ffi::CStr) {
+        if self.stale_pages().is_none() {
+            return;
+        }
+        self.forget_dirs();
+        match drop_dentries() {
+            Ok(()) => tracing::info!(made = ?made, other = ?other, "a new file has the inode number the guest still gives another name: dropped the guest's dentry cache"),
+            Err(e) => tracing::warn!(made = ?made, other = ?other, error = %e, "a new file has the inode number the guest still gives another name, and the dentry cache could not be dropped: the two names may read as one file until it is"),
+        }
+    }
+}
+
 /// Reads `fd` (from `Lower::open_regular`, O_DIRECT on such a lower) to its end; the number of
 /// bytes (the size the lower's cached inode may not know).
 pub fn direct_len(fd: std::os::fd::OwnedFd) -> std::io::Result<u64> {

@@ -12,6 +12,8 @@ use std::ffi::CStr;
 use std::fmt;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
+#[cfg(target_os = "linux")]
+use std::sync::Arc;
 
 use crate::lower::{fstat, Lower};
 
@@ -131,8 +133,11 @@ impl Lower {
     /// (`crate::lower_recent_read`).
     pub fn read_regular(&self, rel: &CStr, max: u64) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
         #[cfg(target_os = "linux")]
-        if !crate::lower::PORTABLE && self.stale_pages().is_none() {
-            return self.read_regular_recalled(rel, max);
+        if !crate::lower::PORTABLE {
+            return match self.stale_pages() {
+                None => self.read_regular_recalled(rel, max),
+                Some(_) => self.read_regular_scoped(rel, max),
+            };
         }
         let (fd, st) = match self.open_regular(rel) {
             Ok(x) => x,
@@ -144,6 +149,18 @@ impl Lower {
 }
 
 impl Lower {
+    /// Reads a file only this box's seamfs writes, by rename through this lower (the index's
+    /// sync point), whole, at most `max` bytes; None when absent. Its bytes are recalled by
+    /// their stamps even on a lower whose attributes never revalidate: there the stamps change
+    /// only by this guest kernel's own operations, which are the only ones that replace it.
+    pub fn read_own(&self, rel: &CStr, max: u64) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
+        #[cfg(target_os = "linux")]
+        if !crate::lower::PORTABLE {
+            return self.read_regular_recalled(rel, max);
+        }
+        self.read_regular(rel, max)
+    }
+
     /// `read_regular` through the memory of recent reads: the name's stat from its `O_PATH`
     /// fd, its bytes from memory when the stamps match, else one open and read.
     #[cfg(target_os = "linux")]
@@ -162,16 +179,192 @@ impl Lower {
     }
 }
 
+/// Where the lower never revalidates (9p `cache=loose`): every read is an `O_DIRECT` one, a
+/// round trip to the server per call. A small live file read again in the request, or by the
+/// process, whose refresh of it still stands is served from the bytes read under that refresh
+/// (`crate::refresh_scope::recalled_bytes`, ADR 0046).
+#[cfg(target_os = "linux")]
+impl Lower {
+    fn read_regular_scoped(&self, rel: &CStr, max: u64) -> Result<Option<(Vec<u8>, libc::stat)>, ReadError> {
+        let (path, st) = match self.regular_path(rel) {
+            Ok(x) => x,
+            Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let key = crate::recent_refresh::SizeKey::of(&st);
+        if let Some(b) = crate::refresh_scope::recalled_bytes(rel, key).filter(|b| b.len() as u64 <= max) {
+            return Ok(Some((b.to_vec(), st)));
+        }
+        #[cfg(test)]
+        SERVER_READS.with(|n| n.set(n.get() + 1));
+        let bytes = read_bounded(self.reopen(&path)?, &st, max)?;
+        if bytes.len() <= SCOPED_MAX {
+            crate::refresh_scope::note_bytes(rel, key, &Arc::from(bytes.as_slice()));
+        }
+        Ok(Some((bytes, st)))
+    }
+
+    /// `fresh_size` there: the length of the bytes the server gives `rel`, recalled as
+    /// [`Lower::read_regular`] recalls them, and remembered the same way when small.
+    pub(crate) fn fresh_size_scoped(&self, rel: &CStr) -> io::Result<i64> {
+        let (path, st) = self.regular_path(rel)?;
+        let key = crate::recent_refresh::SizeKey::of(&st);
+        if let Some(b) = crate::refresh_scope::recalled_bytes(rel, key) {
+            return Ok(b.len() as i64);
+        }
+        // Counted by `seam-lab vm counts` from the guest's debug log.
+        tracing::debug!(name = ?rel, "sized by the server");
+        #[cfg(test)]
+        SERVER_READS.with(|n| n.set(n.get() + 1));
+        let mut f = std::fs::File::from(self.reopen(&path)?);
+        let mut head = vec![0u8; SCOPED_MAX + 1];
+        let n = crate::short_read::read_until_short(&mut f, &mut head)?;
+        if n <= SCOPED_MAX {
+            crate::refresh_scope::note_bytes(rel, key, &Arc::from(&head[..n]));
+            return Ok(n as i64);
+        }
+        Ok((n as u64 + crate::short_read::len_until_short(f, 64 << 10)?) as i64)
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+thread_local! {
+    /// Opens and reads [`Lower::read_regular_scoped`] and [`Lower::fresh_size_scoped`] made
+    /// on this thread (each is a round trip to a 9p server).
+    static SERVER_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Live files up to this size are remembered under their refresh (refs, `HEAD`, sync points,
+/// `config`; ADR 0046).
+#[cfg(target_os = "linux")]
+const SCOPED_MAX: usize = crate::lower_recent_read::MAX_BYTES;
+
 /// Reads an fd from [`Lower::open_regular`] to its end, at most `max` bytes.
 pub fn read_bounded(fd: OwnedFd, st: &libc::stat, max: u64) -> Result<Vec<u8>, ReadError> {
     if st.st_size as u64 > max {
         return Err(ReadError::TooLarge(st.st_size as u64));
     }
-    let mut buf = Vec::with_capacity(st.st_size.max(0) as usize);
-    // One byte over the bound tells a file that grew while read.
-    std::fs::File::from(fd).take(max + 1).read_to_end(&mut buf).map_err(ReadError::Io)?;
+    // One byte over the bound tells a file that grew while read. A short read is the end (ADR
+    // 0044): on a lower read `O_DIRECT` each read is a round trip to the server, so the first
+    // buffer holds the file's size and more, and a file that fits it costs one read.
+    let bound = max.saturating_add(1);
+    let first = (st.st_size.max(0) as u64).saturating_add(1).max(4096).min(bound) as usize;
+    let mut buf = vec![0u8; first];
+    let mut f = std::fs::File::from(fd);
+    let n = crate::short_read::read_until_short(&mut f, &mut buf).map_err(ReadError::Io)?;
+    buf.truncate(n);
+    if n == first && (n as u64) < bound {
+        f.take(bound - n as u64).read_to_end(&mut buf).map_err(ReadError::Io)?;
+    }
     if buf.len() as u64 > max {
         return Err(ReadError::TooLarge(buf.len() as u64));
     }
     Ok(buf)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod scoped_tests {
+    use super::*;
+    use crate::recent_refresh::RecentRefresh;
+    use crate::refresh_scope::{self, RefreshScope};
+
+    fn reads() -> u64 {
+        SERVER_READS.with(|n| n.get())
+    }
+
+    /// A git dir with HEAD in a fresh directory, and a lower on it read as a 9p `cache=loose`
+    /// lower is.
+    fn stale_lower() -> (std::path::PathBuf, Lower) {
+        let dir = std::env::temp_dir().join(format!("seamfs-scoped-{}-{:?}", std::process::id(), std::thread::current().id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let lower = Lower::open(&dir).unwrap().as_if_stale();
+        (dir, lower)
+    }
+
+    fn read(lower: &Lower) -> Vec<u8> {
+        lower.read_regular(c"HEAD", 1024).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn a_request_reads_a_refreshed_name_once() {
+        let (dir, lower) = stale_lower();
+        let before = reads();
+        {
+            let _r = RefreshScope::begin();
+            lower.refresh(c"HEAD");
+            assert_eq!(read(&lower), b"ref: refs/heads/main\n");
+            assert_eq!(read(&lower), b"ref: refs/heads/main\n");
+            assert_eq!(lower.fresh_size(c"HEAD", &lower.stat(c"HEAD").unwrap()).unwrap(), 21);
+            assert_eq!(reads() - before, 1, "the second read and the sizing are served from the first");
+            refresh_scope::pause(std::time::Duration::ZERO);
+            lower.refresh(c"HEAD");
+            read(&lower);
+            assert_eq!(reads() - before, 2, "after a wait on the share the name is read again");
+            lower.refresh_again(c"HEAD");
+            read(&lower);
+            assert_eq!(reads() - before, 3, "after a forced refresh too");
+            // Replaced by rename through this kernel: another inode, read anew.
+            std::fs::write(dir.join("HEAD.lock"), "ref: refs/heads/other\n").unwrap();
+            std::fs::rename(dir.join("HEAD.lock"), dir.join("HEAD")).unwrap();
+            assert_eq!(read(&lower), b"ref: refs/heads/other\n");
+            assert_eq!(reads() - before, 4);
+        }
+        read(&lower);
+        read(&lower);
+        assert_eq!(reads() - before, 6, "outside a request every read reaches the server");
+        let _r = RefreshScope::begin();
+        read(&lower);
+        read(&lower);
+        assert_eq!(reads() - before, 8, "a name the request never refreshed is read every time");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_process_reads_a_name_once_while_its_refresh_stands() {
+        let (dir, lower) = stale_lower();
+        let memo = std::sync::Arc::new(RecentRefresh::new(std::time::Duration::from_secs(1)));
+        let before = reads();
+        // Two index lookups by process 7, each its own request.
+        for _ in 0..2 {
+            let _r = RefreshScope::begin();
+            refresh_scope::as_process(7, &memo, || {
+                lower.refresh(c"HEAD");
+                assert_eq!(read(&lower), b"ref: refs/heads/main\n");
+            });
+        }
+        assert_eq!(reads() - before, 1, "the second lookup's read is served from the first's");
+        {
+            let _r = RefreshScope::begin();
+            refresh_scope::as_process(8, &memo, || {
+                lower.refresh(c"HEAD");
+                read(&lower);
+            });
+        }
+        assert_eq!(reads() - before, 2, "another process reads for itself");
+        memo.barrier();
+        {
+            let _r = RefreshScope::begin();
+            refresh_scope::as_process(7, &memo, || {
+                lower.refresh(c"HEAD");
+                read(&lower);
+            });
+        }
+        assert_eq!(reads() - before, 3, "after a box lock the process reads the share again");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_over_the_first_buffer_is_read_whole() {
+        let (dir, lower) = stale_lower();
+        let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.join("config"), &big).unwrap();
+        let _r = RefreshScope::begin();
+        lower.refresh(c"config");
+        assert_eq!(lower.read_regular(c"config", 1 << 20).unwrap().unwrap().0, big);
+        assert_eq!(lower.fresh_size(c"config", &lower.stat(c"config").unwrap()).unwrap(), 20_000);
+        assert!(matches!(lower.read_regular(c"config", 19_999), Err(ReadError::TooLarge(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

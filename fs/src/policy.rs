@@ -196,6 +196,13 @@ pub fn read_to_end(path: &std::ffi::CStr) -> bool {
 /// when the open checks the name on the share). Not `packed-refs`: git checks its snapshot by
 /// the `stat` of the name, which must never show an older file.
 pub fn read_through_page_cache(path: &std::ffi::CStr) -> bool {
+    size_a_moment_old_is_harmless(path)
+}
+
+/// True for a live file whose size may come from a moment ago outside a box lock: what git reads
+/// to its end, and `config` and `config.worktree`, which git sizes by `fstat` only under their
+/// lock (a barrier: every look after it reaches the server). ADR 0039, 0040, 0046.
+pub fn size_a_moment_old_is_harmless(path: &std::ffi::CStr) -> bool {
     let b = path.to_bytes();
     let name = b.rsplit(|c| *c == b'/').next().unwrap_or(b);
     read_to_end(path) || name == b"config" || name == b"config.worktree"

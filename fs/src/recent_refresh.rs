@@ -10,6 +10,7 @@
 
 use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -51,6 +52,9 @@ struct Refreshed {
     /// it went with ([`SizeKey`]): on a lower that never revalidates (9p `cache=loose`) the size
     /// costs an `O_DIRECT` read, which the process's next look a moment later is spared too.
     sized: Option<(SizeKey, i64)>,
+    /// The bytes the server gave the file while this refresh stands, under the same key: the
+    /// process's next read of it a moment later is served from them (ADR 0046).
+    read: Option<(SizeKey, Arc<[u8]>)>,
 }
 
 /// What the lower's own cached stat of a file said when the server sized it: inode, change
@@ -112,14 +116,14 @@ impl RecentRefresh {
         match names.iter_mut().find(|r| r.path.as_c_str() == path) {
             Some(r) if r.epoch == epoch && now.duration_since(r.when) < self.window => Some(r.learned),
             Some(r) => {
-                (r.when, r.epoch, r.learned, r.sized) = (now, epoch, (Seen::Unknown, 0), None);
+                (r.when, r.epoch, r.learned, r.sized, r.read) = (now, epoch, (Seen::Unknown, 0), None, None);
                 None
             }
             None => {
                 if names.len() >= MAX_NAMES {
                     names.clear();
                 }
-                names.push(Refreshed { path: path.to_owned(), when: now, epoch, learned: (Seen::Unknown, 0), sized: None });
+                names.push(Refreshed { path: path.to_owned(), when: now, epoch, learned: (Seen::Unknown, 0), sized: None, read: None });
                 None
             }
         }
@@ -139,10 +143,47 @@ impl RecentRefresh {
     pub fn server_size(&self, pid: u32, path: &CStr, key: SizeKey) -> Option<i64> {
         let names = self.seen.get(&pid)?;
         let r = names.iter().find(|r| r.path.as_c_str() == path)?;
-        let standing = r.epoch == self.epoch.load(Ordering::Acquire) && r.when.elapsed() < self.window;
         match r.sized {
-            Some((k, size)) if standing && k == key => Some(size),
+            Some((k, size)) if self.stands(r) && k == key => Some(size),
             _ => None,
+        }
+    }
+
+    /// True while `r`'s refresh stands: the same lock epoch, within the window.
+    fn stands(&self, r: &Refreshed) -> bool {
+        r.epoch == self.epoch.load(Ordering::Acquire) && r.when.elapsed() < self.window
+    }
+
+    /// The bytes the server gave `path` for `pid` under the refresh that still stands, when the
+    /// lower's cached stat is still `key`'s.
+    pub fn bytes(&self, pid: u32, path: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
+        let names = self.seen.get(&pid)?;
+        let r = names.iter().find(|r| r.path.as_c_str() == path)?;
+        match &r.read {
+            Some((k, b)) if self.stands(r) && *k == key => Some(Arc::clone(b)),
+            _ => None,
+        }
+    }
+
+    /// The bytes the server gave `path` for `pid`, read under its refresh that still stands (not
+    /// kept when none does: they would stand for a refresh made before them).
+    pub fn note_bytes(&self, pid: u32, path: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
+        if let Some(mut names) = self.seen.get_mut(&pid) {
+            let epoch = self.epoch.load(Ordering::Acquire);
+            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
+                if r.epoch == epoch && r.when.elapsed() < self.window {
+                    r.read = Some((key, Arc::clone(bytes)));
+                }
+            }
+        }
+    }
+
+    /// A forced refresh of `path` for `pid`: its bytes read before stand for nothing.
+    pub fn forget_bytes(&self, pid: u32, path: &CStr) {
+        if let Some(mut names) = self.seen.get_mut(&pid) {
+            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
+                r.read = None;
+            }
         }
     }
 
@@ -217,6 +258,27 @@ mod tests {
         assert_eq!(r.server_size(7, c".git/HEAD", key), None, "a lock barrier forgets it");
         assert_eq!(r.recall(7, c".git/HEAD"), None, "the next look refreshes");
         assert_eq!(r.server_size(7, c".git/HEAD", key), None, "and sizes again");
+    }
+
+    #[test]
+    fn bytes_stand_with_their_refresh_and_cached_stat() {
+        let r = RecentRefresh::default();
+        let key = SizeKey { ino: 5, ctime: (1, 2), cached_size: 41 };
+        let b: Arc<[u8]> = Arc::from(&b"ref: refs/heads/main\n"[..]);
+        r.note_bytes(7, c".git/HEAD", key, &b);
+        assert_eq!(r.bytes(7, c".git/HEAD", key), None, "no refresh recorded: not kept");
+        assert_eq!(r.recall(7, c".git/HEAD"), None);
+        r.note_bytes(7, c".git/HEAD", key, &b);
+        assert_eq!(r.bytes(7, c".git/HEAD", key).as_deref(), Some(&b[..]));
+        assert_eq!(r.bytes(8, c".git/HEAD", key), None, "another process reads for itself");
+        assert_eq!(r.bytes(7, c".git/HEAD", SizeKey { ino: 6, ..key }), None, "replaced through this lower");
+        r.forget_bytes(7, c".git/HEAD");
+        assert_eq!(r.bytes(7, c".git/HEAD", key), None, "a forced refresh forgets them");
+        r.note_bytes(7, c".git/HEAD", key, &b);
+        r.barrier();
+        assert_eq!(r.bytes(7, c".git/HEAD", key), None, "a lock barrier forgets them");
+        assert_eq!(r.recall(7, c".git/HEAD"), None);
+        assert_eq!(r.bytes(7, c".git/HEAD", key), None, "the new refresh has read nothing yet");
     }
 
     #[test]

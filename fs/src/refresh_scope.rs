@@ -11,12 +11,22 @@ use std::ffi::{CStr, CString};
 use std::sync::Arc;
 
 use crate::lower::Seen;
-use crate::recent_refresh::RecentRefresh;
+use crate::recent_refresh::{RecentRefresh, SizeKey};
+
+/// One name refreshed in the current request.
+struct Named {
+    path: CString,
+    /// What the refresh learned, and the name's generation before it (ADR 0037).
+    seen: Seen,
+    generation: u64,
+    /// The bytes read from the server since that refresh, and the lower's cached stat they
+    /// went with (ADR 0046; a lower that never revalidates only).
+    read: Option<(SizeKey, Arc<[u8]>)>,
+}
 
 thread_local! {
-    /// The names refreshed so far in this thread's current request, with what each refresh
-    /// learned and the name's generation before it; None outside a request.
-    static REFRESHED: RefCell<Option<Vec<(CString, Seen, u64)>>> = const { RefCell::new(None) };
+    /// The names refreshed so far in this thread's current request; None outside a request.
+    static REFRESHED: RefCell<Option<Vec<Named>>> = const { RefCell::new(None) };
     /// The process whose per-process memo spares refreshes made for it ([`as_process`]).
     static FOR_PROCESS: RefCell<Option<(u32, Arc<RecentRefresh>)>> = const { RefCell::new(None) };
 }
@@ -25,14 +35,16 @@ thread_local! {
 /// ago stands in (`crate::recent_refresh`, ADR 0033). For reads made on a process's behalf
 /// outside its lock windows (the index lookup's heal check), never for the judge's.
 pub fn as_process<T>(pid: u32, memo: &Arc<RecentRefresh>, f: impl FnOnce() -> T) -> T {
-    struct Reset;
+    /// Puts back the process an enclosing `as_process` ran for, if any.
+    struct Reset(Option<(u32, Arc<RecentRefresh>)>);
     impl Drop for Reset {
         fn drop(&mut self) {
-            FOR_PROCESS.with(|p| *p.borrow_mut() = None);
+            let outer = self.0.take();
+            FOR_PROCESS.with(|p| *p.borrow_mut() = outer);
         }
     }
-    FOR_PROCESS.with(|p| *p.borrow_mut() = Some((pid, Arc::clone(memo))));
-    let _reset = Reset;
+    let outer = FOR_PROCESS.with(|p| p.borrow_mut().replace((pid, Arc::clone(memo))));
+    let _reset = Reset(outer);
     f()
 }
 
@@ -77,10 +89,10 @@ pub enum InRequest {
 pub fn in_request(rel: &CStr) -> InRequest {
     REFRESHED.with(|r| match &mut *r.borrow_mut() {
         None => InRequest::Outside,
-        Some(seen) => match seen.iter().find(|s| s.0.as_c_str() == rel) {
-            Some(s) => InRequest::Again(s.1, s.2),
+        Some(seen) => match seen.iter().find(|s| s.path.as_c_str() == rel) {
+            Some(s) => InRequest::Again(s.seen, s.generation),
             None => {
-                seen.push((rel.to_owned(), Seen::Unknown, 0));
+                seen.push(Named { path: rel.to_owned(), seen: Seen::Unknown, generation: 0, read: None });
                 InRequest::First
             }
         },
@@ -101,10 +113,65 @@ pub fn pause(d: std::time::Duration) {
 /// What the refresh of `rel` in this request found (`generation`: read before it).
 pub fn learned(rel: &CStr, seen: Seen, generation: u64) {
     REFRESHED.with(|r| {
-        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.0.as_c_str() == rel)) {
-            (s.1, s.2) = (seen, generation);
+        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
+            (s.seen, s.generation) = (seen, generation);
         }
     })
+}
+
+/// The bytes of `rel` read from the server since the refresh that stands for it, in this
+/// request or for the process [`as_process`] runs for, while the lower's cached stat of it is
+/// still `key` (nothing this kernel did replaced or wrote it since). ADR 0046: a read after a
+/// spared refresh sees the name as that refresh left it, as ADR 0020 and 0033 say of lookups.
+pub fn recalled_bytes(rel: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
+    let in_request = REFRESHED.with(|r| {
+        let r = r.borrow();
+        let s = r.as_ref()?.iter().find(|s| s.path.as_c_str() == rel)?;
+        s.read.as_ref().filter(|(k, _)| *k == key).map(|(_, b)| Arc::clone(b))
+    });
+    if in_request.is_some() {
+        return in_request;
+    }
+    let recalled = FOR_PROCESS.with(|p| p.borrow().as_ref().and_then(|(pid, memo)| memo.bytes(*pid, rel, key)));
+    if let Some(b) = &recalled {
+        note_in_request(rel, key, b);
+    }
+    recalled
+}
+
+/// Remembers `bytes`, just read from the server under the lower's cached stat `key`, for the
+/// rest of this request (when it refreshed `rel`) and for the process [`as_process`] runs for
+/// (while its refresh of `rel` stands).
+pub fn note_bytes(rel: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
+    note_in_request(rel, key, bytes);
+    FOR_PROCESS.with(|p| {
+        if let Some((pid, memo)) = p.borrow().as_ref() {
+            memo.note_bytes(*pid, rel, key, bytes);
+        }
+    });
+}
+
+fn note_in_request(rel: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
+    REFRESHED.with(|r| {
+        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
+            s.read = Some((key, Arc::clone(bytes)));
+        }
+    });
+}
+
+/// A forced refresh of `rel` (a wait on the share, a verified read): bytes read before it stand
+/// for nothing after it.
+pub fn forget_bytes(rel: &CStr) {
+    REFRESHED.with(|r| {
+        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
+            s.read = None;
+        }
+    });
+    FOR_PROCESS.with(|p| {
+        if let Some((pid, memo)) = p.borrow().as_ref() {
+            memo.forget_bytes(*pid, rel);
+        }
+    });
 }
 
 /// Records `rel` as refreshed in this request without refreshing it: the process's refresh of a

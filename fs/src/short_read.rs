@@ -7,8 +7,7 @@
 use std::io;
 
 /// Fills `buf` from `read_at(part, offset)` calls starting at `offset`, stopping at a short or
-/// empty read; the bytes read. EINTR is asked again. (The overlay's READ is its one caller.)
-#[cfg(any(feature = "fuse", test))]
+/// empty read; the bytes read. EINTR is asked again.
 pub fn read_at_until_short(
     buf: &mut [u8],
     offset: u64,
@@ -28,6 +27,11 @@ pub fn read_at_until_short(
         }
     }
     Ok(done)
+}
+
+/// Fills `buf` from `r`, stopping at a short or empty read; the bytes read.
+pub fn read_until_short(mut r: impl io::Read, buf: &mut [u8]) -> io::Result<usize> {
+    read_at_until_short(buf, 0, |part, _| r.read(part))
 }
 
 /// The number of bytes `r` yields to its end, read in chunks of `chunk` bytes, stopping at a
@@ -87,6 +91,17 @@ mod tests {
             self.pos += n as u64;
             Ok(n)
         }
+    }
+
+    #[test]
+    fn a_buffer_is_filled_until_a_short_read() {
+        let mut f = Counted::new(21, true);
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(read_until_short(&mut f, &mut buf).unwrap(), 21);
+        assert_eq!(f.calls, 2, "the interrupted call, then one read that found the end");
+        let mut f = Counted::new(5000, false);
+        assert_eq!(read_until_short(&mut f, &mut buf).unwrap(), 4096, "a full buffer stops without asking for more");
+        assert_eq!(f.calls, 1);
     }
 
     #[test]

@@ -112,6 +112,9 @@ pub struct Tally {
     pub latencies: Vec<Duration>,
     /// Distinct reasons for failures, with counts, in order of first appearance.
     pub reasons: Vec<(String, u64)>,
+    /// Attempts that died of a signal the lab did not send (SIGBUS, SIGSEGV, SIGABRT): git
+    /// crashed on what the filesystem gave it.
+    pub crashed: u64,
 }
 
 impl Tally {
@@ -133,6 +136,9 @@ impl Tally {
     /// Records a finished git command.
     pub fn record_ran(&mut self, r: &Ran) {
         self.record(r.ok, r.elapsed, || r.why());
+        if crash_signal(&r.status) {
+            self.crashed += 1;
+        }
     }
 
     /// Attempts that did not land.
@@ -145,6 +151,7 @@ impl Tally {
         self.attempted += o.attempted;
         self.landed += o.landed;
         self.latencies.extend_from_slice(&o.latencies);
+        self.crashed += o.crashed;
         for (r, n) in &o.reasons {
             match self.reasons.iter_mut().find(|(x, _)| x == r) {
                 Some((_, m)) => *m += n,
@@ -168,6 +175,14 @@ impl Tally {
         let parts: Vec<String> = r.iter().take(max).map(|(why, n)| format!("{n}x {why}")).collect();
         Some(format!("{what} refused: {}", parts.join("; ")))
     }
+}
+
+/// True for an exit status (`signal: 7`, `signal: 7 (SIGBUS)`) that says the process died of a
+/// signal other than the ones the lab itself sends to end processes (SIGKILL, SIGTERM).
+fn crash_signal(status: &str) -> bool {
+    let Some(rest) = status.strip_prefix("signal: ") else { return false };
+    let n: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    !matches!(n.parse::<i32>(), Ok(9) | Ok(15) | Err(_))
 }
 
 /// Object ids, pids and temp names differ per failure; without them equal reasons group.
@@ -274,6 +289,20 @@ mod tests {
         assert_eq!(commit_id(&format!("[detached HEAD {id}] z\n")), Some(id.into()));
         assert_eq!(commit_id("nothing to commit\n"), None);
         assert_eq!(commit_subject(&format!("[main {id}] box commit 3\n 1 file changed")), Some("box commit 3"));
+    }
+
+    #[test]
+    fn a_crash_is_a_signal_the_lab_did_not_send() {
+        assert!(crash_signal("signal: 7"));
+        assert!(crash_signal("signal: 11 (SIGSEGV) (core dumped)"));
+        assert!(!crash_signal("signal: 9 (SIGKILL)"), "the lab's own kill");
+        assert!(!crash_signal("signal: 15"));
+        assert!(!crash_signal("exit status: 128"));
+        let mut t = Tally::default();
+        let ran = |status: &str| Ran { ok: false, status: status.into(), stdout: String::new(), stderr: String::new(), elapsed: Duration::ZERO };
+        t.record_ran(&ran("signal: 7"));
+        t.record_ran(&ran("exit status: 255"));
+        assert_eq!((t.crashed, t.refused()), (1, 2));
     }
 
     #[test]

@@ -81,6 +81,7 @@ pub fn run(rig: &Rig, p: &Params) -> Result<Figures, LabError> {
     f.count("host_writes_refused", "host writes refused (retried)", h.writes.refused());
     f.count("box_writes_refused", "box writes refused (retried)", b.writes.refused());
     f.count("keys_given_up", "keys given up after 20 tries", h.given_up + b.given_up);
+    f.zero("box_git_crashed", "box git config killed by a signal (SIGBUS…)", b.writes.crashed);
     f.ms("box_write_p50_ms", "box git config p50", b.writes.percentile_ms(50.0));
     f.ms("box_write_p99_ms", "box git config p99", b.writes.percentile_ms(99.0));
     for (t, what) in [(&h.writes, "host git config"), (&b.writes, "box git config")] {

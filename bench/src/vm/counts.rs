@@ -355,7 +355,7 @@ fn spans_since(g: &Guest, log: &str, from: usize, keep: Option<&Path>) -> Result
             *out.entry(op.to_string()).or_insert(0) += 1;
         } else if line.contains("seamfs::lower: refreshed") {
             *out.entry(REFRESH_KEY.to_string()).or_insert(0) += 1;
-        } else if line.contains("seamfs::lower: sized by the server") {
+        } else if line.contains("seamfs::lower: sized by the server") || line.contains("seamfs::lower_read: sized by the server") {
             *out.entry(SIZED_KEY.to_string()).or_insert(0) += 1;
         }
     }

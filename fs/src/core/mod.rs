@@ -315,12 +315,12 @@ impl<L: Layer> Core<L> {
     /// A live ref's stat with the size its server has (a lower that never revalidates keeps the
     /// first size it saw: `crate::lower_cache`); ENOENT when the server has no such file.
     /// There, a size the server gave process `pid` stands while its refresh does, for the
-    /// files git reads to their end (ADR 0039).
+    /// files git reads to their end and `config` (ADR 0039, 0046).
     fn live_size(&self, class: Class, pid: u32, path: &CStr, mut st: libc::stat) -> std::io::Result<libc::stat> {
         if class != Class::LiveRef {
             return Ok(st);
         }
-        if self.lower.stale_pages().is_none() || !crate::policy::read_to_end(path) {
+        if self.lower.stale_pages().is_none() || !crate::policy::size_a_moment_old_is_harmless(path) {
             st.st_size = self.lower.fresh_size(path, &st)?;
             return Ok(st);
         }
@@ -328,7 +328,8 @@ impl<L: Layer> Core<L> {
         st.st_size = match self.recent_refresh.server_size(pid, path, key) {
             Some(size) => size,
             None => {
-                let size = self.lower.fresh_size(path, &st)?;
+                // Bytes the process's reads left under the refresh that stands size it too (ADR 0046).
+                let size = crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.lower.fresh_size(path, &st))?;
                 self.recent_refresh.note_server_size(pid, path, key, size);
                 size
             }
@@ -375,13 +376,31 @@ impl<L: Layer> Core<L> {
         self.record_stat(parent, name, child, st, fresh)
     }
 
+    /// A file the lower just made has the inode number of a node seamfs knows under another
+    /// name: on a lower that never revalidates, that name's entry is stale (the host removed its
+    /// file, and its filesystem gave the number to this one). Its lower path, if so (ADR 0047).
+    fn stale_alias(&self, parent: u64, name: &OsStr, st: &libc::stat) -> Option<crate::lower_path::LowerPath> {
+        self.lower.stale_pages()?;
+        let id = self.inodes.id_for(st);
+        let (other_parent, other_name) = self.inodes.with(id, |n| (n.parent, n.name.clone())).ok()?;
+        if id == crate::inode::ROOT || (other_parent == parent && *other_name == *name) {
+            return None;
+        }
+        self.inodes.path(id).ok()
+    }
+
     /// `record`, with the stat already taken (from the new file's own fd).
     pub(crate) fn record_stat(&self, parent: u64, name: &OsStr, child: &names::Child<'_>, st: libc::stat, fresh: bool) -> Result<Entry, Errno> {
         if fresh {
             self.forget_reused_gitdir(&st);
         }
         let class = self.child_class(parent, name, st.st_mode & libc::S_IFMT == libc::S_IFDIR)?;
+        let alias = if fresh { self.stale_alias(parent, &child.lower, &st) } else { None };
         let id = self.found(parent, &child.lower, &st, class, &child.path, fresh);
+        if let Some(other) = alias {
+            // After `found`: it let go of the old node's pin, which kept the stale entry.
+            self.lower.forget_stale_number(&child.path, &other);
+        }
         let entry = self.entry_for(id, &st, class, None);
         // The reply gives the kernel this entry as a lookup would (the share's fault model).
         self.layer.answered(parent, name, Some(id), entry.entry_ttl);

@@ -342,19 +342,26 @@ impl<L: Layer> Core<L> {
                 // On the server before the rename publishes it: a share that caches writes (9p
                 // cache=loose) would otherwise let the next fresh read find it empty.
                 crate::lower::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
-                let _ = self.lower.rename(&ctmp, &cpath(&gitdir.join(base)), 0);
+                let cbase = cpath(&gitdir.join(base));
+                if self.lower.rename(&ctmp, &cbase, 0).is_ok() {
+                    // What was just written is what the next read finds (`Lower::read_own`).
+                    if let Ok(st) = self.lower.stat(&cbase) {
+                        crate::lower_recent_read::remember(&st, commit.as_bytes());
+                    }
+                }
                 return;
             }
         }
         let _ = self.lower.unlink(&ctmp, false);
     }
 
-    /// The sync point as this seamfs last wrote it. Read without a forced refresh: only this
-    /// box's seamfs writes the file, by rename through this lower, which replaces the lower's
-    /// entry itself (the reverse heal's decision reads it verified, as before).
+    /// The sync point as this seamfs last wrote it. Read without a forced refresh, and recalled
+    /// while its stamps stand even where the lower's never revalidate: only this box's seamfs
+    /// writes the file, by rename through this lower, which replaces the lower's entry itself
+    /// (ADR 0046; the reverse heal's decision reads it verified, as before).
     fn base(&self, gitdir: &Path) -> Option<String> {
         let c = cpath(&gitdir.join(self.layer.names().base()));
-        let bytes = self.lower.read_regular(&c, 1024).ok().flatten()?.0;
+        let bytes = self.lower.read_own(&c, 1024).ok().flatten()?.0;
         Some(String::from_utf8_lossy(&bytes).trim().to_string())
     }
 
