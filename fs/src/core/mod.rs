@@ -386,7 +386,11 @@ impl<L: Layer> Core<L> {
         if id == crate::inode::ROOT || (other_parent == parent && *other_name == *name) {
             return None;
         }
-        self.inodes.path(id).ok()
+        // Only while the guest still gives the other name that number: a name the box removed
+        // through this kernel freed the number for real (git's temporary objects, its locks).
+        let other = self.inodes.path(id).ok()?;
+        let still = self.lower.stat(&other).ok()?;
+        (crate::lower::dev_ino(&still) == crate::lower::dev_ino(st)).then_some(other)
     }
 
     /// `record`, with the stat already taken (from the new file's own fd).
