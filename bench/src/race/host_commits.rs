@@ -358,6 +358,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("host_commits_lost", "host commits lost (stale view)", stale_lost);
     f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
     f.zero("box_root_commits", "box root commits", roots.len() as u64);
+    f.zero("box_git_crashed", "box git killed by a signal (SIGBUS…)", all.crashed);
     let box_lost = |b: &BoxSide| b.ids.iter().filter(|id| !on_branch.contains(id) && !reset_away.contains(*id)).count() as u64;
     if nb > 1 {
         f.zero("box_commits_lost", "box commits lost (on no branch, no box reset them)", box_lost(&b));
