@@ -121,9 +121,7 @@ impl crate::lower::Lower {
             }
         }
     }
-}
 
-impl crate::lower::Lower {
     /// The file just made at `made` has the inode number the lower still gives `other`: on a
     /// lower that never revalidates, `other`'s entry is stale (its file is gone and the host
     /// reused the number), and every lookup of it would give the new file's number, so the box

@@ -131,22 +131,33 @@ impl RecentRefresh {
 
     /// What `pid`'s refresh of `path` (recorded by [`RecentRefresh::recall`]) found.
     pub fn learned(&self, pid: u32, path: &CStr, seen: Seen, generation: u64) {
+        self.with_entry(pid, path, |r| r.learned = (seen, generation));
+    }
+
+    /// Runs `f` on `pid`'s entry for `path`, if there is one.
+    fn with_entry(&self, pid: u32, path: &CStr, f: impl FnOnce(&mut Refreshed)) {
         if let Some(mut names) = self.seen.get_mut(&pid) {
             if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
-                r.learned = (seen, generation);
+                f(r);
             }
+        }
+    }
+
+    /// `pid`'s entry for `path` while its refresh stands, seen through `f`.
+    fn standing<T>(&self, pid: u32, path: &CStr, f: impl FnOnce(&Refreshed) -> Option<T>) -> Option<T> {
+        let names = self.seen.get(&pid)?;
+        let r = names.iter().find(|r| r.path.as_c_str() == path)?;
+        if self.stands(r) {
+            f(r)
+        } else {
+            None
         }
     }
 
     /// The size the server gave `path` for `pid` under the refresh that still stands, when the
     /// lower's cached stat is still `key`'s (nothing wrote the file through this lower since).
     pub fn server_size(&self, pid: u32, path: &CStr, key: SizeKey) -> Option<i64> {
-        let names = self.seen.get(&pid)?;
-        let r = names.iter().find(|r| r.path.as_c_str() == path)?;
-        match r.sized {
-            Some((k, size)) if self.stands(r) && k == key => Some(size),
-            _ => None,
-        }
+        self.standing(pid, path, |r| r.sized.filter(|(k, _)| *k == key).map(|(_, size)| size))
     }
 
     /// True while `r`'s refresh stands: the same lock epoch, within the window.
@@ -157,44 +168,28 @@ impl RecentRefresh {
     /// The bytes the server gave `path` for `pid` under the refresh that still stands, when the
     /// lower's cached stat is still `key`'s.
     pub fn bytes(&self, pid: u32, path: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
-        let names = self.seen.get(&pid)?;
-        let r = names.iter().find(|r| r.path.as_c_str() == path)?;
-        match &r.read {
-            Some((k, b)) if self.stands(r) && *k == key => Some(Arc::clone(b)),
-            _ => None,
-        }
+        self.standing(pid, path, |r| r.read.as_ref().filter(|(k, _)| *k == key).map(|(_, b)| Arc::clone(b)))
     }
 
     /// The bytes the server gave `path` for `pid`, read under its refresh that still stands (not
     /// kept when none does: they would stand for a refresh made before them).
     pub fn note_bytes(&self, pid: u32, path: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
-        if let Some(mut names) = self.seen.get_mut(&pid) {
-            let epoch = self.epoch.load(Ordering::Acquire);
-            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
-                if r.epoch == epoch && r.when.elapsed() < self.window {
-                    r.read = Some((key, Arc::clone(bytes)));
-                }
+        self.with_entry(pid, path, |r| {
+            if self.stands(r) {
+                r.read = Some((key, Arc::clone(bytes)));
             }
-        }
+        });
     }
 
     /// A forced refresh of `path` for `pid`: its bytes read before stand for nothing.
     pub fn forget_bytes(&self, pid: u32, path: &CStr) {
-        if let Some(mut names) = self.seen.get_mut(&pid) {
-            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
-                r.read = None;
-            }
-        }
+        self.with_entry(pid, path, |r| r.read = None);
     }
 
     /// The size the server gave `path` for `pid`, under the refresh [`RecentRefresh::recall`]
     /// recorded; forgotten with it.
     pub fn note_server_size(&self, pid: u32, path: &CStr, key: SizeKey, size: i64) {
-        if let Some(mut names) = self.seen.get_mut(&pid) {
-            if let Some(r) = names.iter_mut().find(|r| r.path.as_c_str() == path) {
-                r.sized = Some((key, size));
-            }
-        }
+        self.with_entry(pid, path, |r| r.sized = Some((key, size)));
     }
 
     /// A box process creates a lock: every lookup from now on refreshes again.

@@ -51,7 +51,7 @@ pub fn as_process<T>(pid: u32, memo: &Arc<RecentRefresh>, f: impl FnOnce() -> T)
 /// True when the process [`as_process`] runs for refreshed `rel` a moment ago (recorded as its
 /// refresh otherwise); false outside `as_process`.
 pub fn spared_for_process(rel: &CStr) -> bool {
-    FOR_PROCESS.with(|p| p.borrow().as_ref().is_some_and(|(pid, memo)| !memo.needs(*pid, rel)))
+    for_process(|pid, memo| !memo.needs(pid, rel)).unwrap_or(false)
 }
 
 /// Marks the current thread as serving one request until dropped.
@@ -112,11 +112,21 @@ pub fn pause(d: std::time::Duration) {
 
 /// What the refresh of `rel` in this request found (`generation`: read before it).
 pub fn learned(rel: &CStr, seen: Seen, generation: u64) {
+    with_named(rel, |s| (s.seen, s.generation) = (seen, generation));
+}
+
+/// Runs `f` on this request's entry for `rel`, if it refreshed `rel`.
+fn with_named(rel: &CStr, f: impl FnOnce(&mut Named)) {
     REFRESHED.with(|r| {
         if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
-            (s.seen, s.generation) = (seen, generation);
+            f(s);
         }
     })
+}
+
+/// Runs `f` with the process [`as_process`] runs for and its memo; None outside it.
+fn for_process<T>(f: impl FnOnce(u32, &RecentRefresh) -> T) -> Option<T> {
+    FOR_PROCESS.with(|p| p.borrow().as_ref().map(|(pid, memo)| f(*pid, memo)))
 }
 
 /// The bytes of `rel` read from the server since the refresh that stands for it, in this
@@ -132,7 +142,7 @@ pub fn recalled_bytes(rel: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
     if in_request.is_some() {
         return in_request;
     }
-    let recalled = FOR_PROCESS.with(|p| p.borrow().as_ref().and_then(|(pid, memo)| memo.bytes(*pid, rel, key)));
+    let recalled = for_process(|pid, memo| memo.bytes(pid, rel, key)).flatten();
     if let Some(b) = &recalled {
         note_in_request(rel, key, b);
     }
@@ -144,34 +154,18 @@ pub fn recalled_bytes(rel: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
 /// (while its refresh of `rel` stands).
 pub fn note_bytes(rel: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
     note_in_request(rel, key, bytes);
-    FOR_PROCESS.with(|p| {
-        if let Some((pid, memo)) = p.borrow().as_ref() {
-            memo.note_bytes(*pid, rel, key, bytes);
-        }
-    });
+    for_process(|pid, memo| memo.note_bytes(pid, rel, key, bytes));
 }
 
 fn note_in_request(rel: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
-    REFRESHED.with(|r| {
-        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
-            s.read = Some((key, Arc::clone(bytes)));
-        }
-    });
+    with_named(rel, |s| s.read = Some((key, Arc::clone(bytes))));
 }
 
 /// A forced refresh of `rel` (a wait on the share, a verified read): bytes read before it stand
 /// for nothing after it.
 pub fn forget_bytes(rel: &CStr) {
-    REFRESHED.with(|r| {
-        if let Some(s) = r.borrow_mut().as_mut().and_then(|v| v.iter_mut().find(|s| s.path.as_c_str() == rel)) {
-            s.read = None;
-        }
-    });
-    FOR_PROCESS.with(|p| {
-        if let Some((pid, memo)) = p.borrow().as_ref() {
-            memo.forget_bytes(*pid, rel);
-        }
-    });
+    with_named(rel, |s| s.read = None);
+    for_process(|pid, memo| memo.forget_bytes(pid, rel));
 }
 
 /// Records `rel` as refreshed in this request without refreshing it: the process's refresh of a
