@@ -27,6 +27,8 @@ pub struct FileHandle {
     pub size: u64,
     /// Bytes from offset 0 that reads through seamfs served without a gap.
     covered: AtomicU64,
+    /// The whole file as its open read it, when reads are served from memory (ADR 0048).
+    snapshot: Option<Arc<[u8]>>,
 }
 
 impl FileHandle {
@@ -37,7 +39,22 @@ impl FileHandle {
         if let Some(fd) = fd {
             let _ = cell.set(fd);
         }
-        FileHandle { fd: cell, node, cached, flags, stamp, size, covered: AtomicU64::new(0) }
+        FileHandle { fd: cell, node, cached, flags, stamp, size, covered: AtomicU64::new(0), snapshot: None }
+    }
+
+    /// The same handle, its reads served from `bytes`: the whole file as its open read it.
+    pub fn with_snapshot(mut self, bytes: Option<Arc<[u8]>>) -> FileHandle {
+        self.snapshot = bytes;
+        self
+    }
+
+    /// At most `size` bytes at `offset` of the file as its open read it (empty past the end);
+    /// None when the handle reads the lower file.
+    pub fn snapshot_read(&self, offset: u64, size: u32) -> Option<Vec<u8>> {
+        let b = self.snapshot.as_ref()?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(b.len());
+        let end = start.saturating_add(size as usize).min(b.len());
+        Some(b[start..end].to_vec())
     }
 
     /// The lower file, if it is open.
@@ -305,5 +322,22 @@ impl Handles {
     /// Number of open files and directories.
     pub fn open_count(&self) -> usize {
         self.files.len() + self.dirs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FileHandle;
+
+    #[test]
+    fn a_snapshot_serves_its_bytes_and_ends_where_they_end() {
+        let h = FileHandle::new(None, 7, false, libc::O_RDONLY, 1, 41)
+            .with_snapshot(Some(b"0123456789abcdef0123456789abcdef01234567\n".as_slice().into()));
+        assert_eq!(h.snapshot_read(0, 4096).unwrap().len(), 41, "the whole file in one read");
+        assert_eq!(h.snapshot_read(38, 10).unwrap(), b"67\n", "a read across the end stops at it");
+        assert!(h.snapshot_read(41, 4096).unwrap().is_empty(), "at the end: no bytes, and no server asked");
+        assert!(h.snapshot_read(u64::MAX, 1).unwrap().is_empty());
+        let plain = FileHandle::new(None, 7, false, libc::O_RDONLY, 1, 41);
+        assert!(plain.snapshot_read(0, 10).is_none(), "a handle without a snapshot reads its lower file");
     }
 }

@@ -40,6 +40,8 @@ pub struct Opened {
     /// Already counted as a page-cache open of its node (a live ref's, ADR 0040): registered
     /// as one without `Handles::choose_io`.
     pub counted: bool,
+    /// The whole file as the open read it, its reads served from memory (ADR 0048).
+    pub snapshot: Option<Arc<[u8]>>,
 }
 
 /// Read-only, and not truncating.
@@ -64,6 +66,10 @@ pub(crate) fn stamp(st: &libc::stat) -> u64 {
     }
     h.max(1)
 }
+
+/// Live files up to this size are opened from their bytes on a lower that never revalidates
+/// (ADR 0048): the size up to which ADR 0046 remembers them.
+const SNAPSHOT_MAX: u64 = crate::lower_recent_read::MAX_BYTES as u64;
 
 /// Flags the lower open must not see again.
 const STRIP: i32 = libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY;
@@ -137,6 +143,11 @@ impl<L: Layer> Core<L> {
             held
         });
         if pinned.is_none() {
+            // Bytes this process read under its refresh that still stands are recalled (ADR 0046).
+            let snapshot = crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.open_snapshot(id, flags, class, dev, ino));
+            if let Some(o) = snapshot? {
+                return Ok(o);
+            }
             if let Some(o) = self.open_deferred(id, flags, dev, ino)? {
                 return Ok(o);
             }
@@ -181,7 +192,7 @@ impl<L: Layer> Core<L> {
         let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags, slot.is_some())?;
         let size = st.st_size as u64;
         let counted = slot.map(CachedSlot::keep).is_some();
-        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st), counted })
+        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st), counted, snapshot: None })
     }
 
     /// A live ref whose reads may go through the kernel's page cache (ADR 0040): a read-only
@@ -297,7 +308,33 @@ impl<L: Layer> Core<L> {
             return Ok(None);
         }
         let counted = slot.map(CachedSlot::keep).is_some();
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted }))
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted, snapshot: None }))
+    }
+
+    /// A read-only open of a small live file on a lower that never revalidates (9p
+    /// `cache=loose`, where every read is an `O_DIRECT` round trip): the file is read whole now,
+    /// as the open's refresh stands (recalled from the bytes read under it, ADR 0046), and the
+    /// handle's reads are served from those bytes (ADR 0048). git opens, reads to the end and
+    /// closes; the lower file is opened only if a call on the handle needs it.
+    fn open_snapshot(&self, id: u64, flags: i32, class: Class, dev: u64, ino: u64) -> Result<Option<Opened>, Errno> {
+        if class != Class::LiveRef || !read_only(flags) || self.lower.stale_pages().is_none() || self.handles.writer_of(id).is_some() {
+            return Ok(None);
+        }
+        let path = self.inodes.path(id)?;
+        // Absent, not a regular file or larger: the open below answers as it always has.
+        let Ok(Some((bytes, st))) = self.lower.read_regular(&path, SNAPSHOT_MAX) else { return Ok(None) };
+        if !same_file(&st, dev, ino) {
+            return Ok(None);
+        }
+        let size = bytes.len() as u64;
+        let (fopen, passthrough) = self.fopen_flags(id, size, flags, false)?;
+        if passthrough {
+            return Ok(None);
+        }
+        self.drop_other_files_attrs(id, &st);
+        tracing::debug!(name = ?path, size, "opened from the bytes read under its refresh");
+        let snapshot = Some(Arc::from(bytes));
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: stamp(&st), counted: false, snapshot }))
     }
 
     /// The lower file of an open handle, opened now if the open was deferred. A deferred file
@@ -420,12 +457,12 @@ impl<L: Layer> Core<L> {
         let node = entry.attr.ino.0;
         let size = created.map_or(0, |st| st.st_size as u64);
         let (fopen, passthrough) = self.fopen_flags(node, size, open_flags, false)?;
-        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false }))
+        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false, snapshot: None }))
     }
 
     /// Registers an opened file; returns the handle id.
     pub fn register(&self, o: Opened, cached: bool) -> u64 {
-        self.handles.add_file(FileHandle::new(o.fd, o.node, cached, o.open_flags, o.stamp, o.size))
+        self.handles.add_file(FileHandle::new(o.fd, o.node, cached, o.open_flags, o.stamp, o.size).with_snapshot(o.snapshot))
     }
 
     /// How a new open file of `node` gets its data (`Handles::choose_io`).
@@ -446,6 +483,12 @@ impl<L: Layer> Core<L> {
     /// READ (when not passed through).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let h = self.handles.file(fh)?;
+        // A file opened from its bytes (ADR 0048) reads them, unless the box has it open for
+        // writing now: then its reads see those writes, from the file.
+        if let Some(bytes) = h.snapshot_read(offset, size).filter(|_| self.handles.writer_of(h.node).is_none()) {
+            h.served(offset, bytes.len() as u64);
+            return Ok(bytes);
+        }
         let fd = self.file_fd(&h)?;
         let mut buf = vec![0u8; size as usize];
         let raw = fd.as_raw_fd();
@@ -591,5 +634,86 @@ impl<'a> CachedSlot<'a> {
 impl Drop for CachedSlot<'_> {
     fn drop(&mut self) {
         self.handles.leave_cached(self.node);
+    }
+}
+
+/// ADR 0048 over a local directory read the way a 9p `cache=loose` lower is read.
+#[cfg(all(test, target_os = "linux"))]
+mod snapshot_tests {
+    use std::ffi::OsStr;
+    use std::path::PathBuf;
+
+    use crate::core::{Core, CoreOptions};
+    use crate::layer::GitLayer;
+    use crate::lower::Lower;
+    use crate::policy::Class;
+
+    const HEAD: &[u8] = b"ref: refs/heads/main\n";
+
+    /// A fresh `git init` checkout.
+    fn repo(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("seamfs-snapshot-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("git").args(["init", "-q", "-b", "main"]).current_dir(&dir).status().unwrap().success();
+        assert!(ok, "git init in {}", dir.display());
+        dir
+    }
+
+    fn core(dir: &std::path::Path, stale: bool) -> Core<GitLayer> {
+        let lower = Lower::open(dir).unwrap();
+        let lower = if stale { lower.as_if_stale() } else { lower };
+        Core::new(lower, GitLayer::default(), Class::WorkTree, CoreOptions { passthrough: false, ..CoreOptions::default() }).unwrap()
+    }
+
+    /// A checkout, a core over it, this process's pid and the node of `.git/HEAD` it looked up.
+    fn head(tag: &str, stale: bool) -> (PathBuf, Core<GitLayer>, u32, u64) {
+        let dir = repo(tag);
+        let c = core(&dir, stale);
+        let pid = std::process::id();
+        let git = c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0;
+        let id = c.lookup(git, OsStr::new("HEAD"), pid).unwrap().attr.ino.0;
+        (dir, c, pid, id)
+    }
+
+    #[test]
+    fn a_live_file_is_opened_from_its_bytes_and_read_to_its_end() {
+        let (dir, c, pid, id) = head("read", true);
+        let o = c.open(id, libc::O_RDONLY, pid).unwrap();
+        assert!(o.fd.is_none(), "no lower file opened: the bytes read under the refresh serve it");
+        assert_eq!(o.snapshot.as_deref(), Some(HEAD));
+        let fh = c.register(o, true);
+        assert_eq!(c.read(fh, 0, 4096).unwrap(), HEAD);
+        assert!(c.read(fh, HEAD.len() as u64, 4096).unwrap().is_empty(), "the end, without the server");
+        let h = c.handles.file(fh).unwrap();
+        assert!(h.opened().is_none(), "reading it opened nothing");
+        c.release(fh);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_box_writer_of_the_file_is_read_through() {
+        let (dir, c, pid, id) = head("writer", true);
+        let reader = c.open(id, libc::O_RDONLY, pid).unwrap();
+        assert!(reader.snapshot.is_some());
+        let reader = c.register(reader, true);
+        let writer = c.open(id, libc::O_WRONLY, pid).unwrap();
+        let writer = c.register(writer, true);
+        let moved = b"ref: refs/heads/next\n";
+        assert_eq!(c.write(writer, 0, moved).unwrap() as usize, moved.len());
+        assert_eq!(c.read(reader, 0, 4096).unwrap(), moved, "an in-place write through seamfs is seen by an open reader");
+        let again = c.open(id, libc::O_RDONLY, pid).unwrap();
+        assert!(again.fd.is_some() && again.snapshot.is_none(), "no snapshot while the box has the file open for writing");
+        c.release(writer);
+        c.release(reader);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_lower_that_revalidates_opens_the_file() {
+        let (dir, c, pid, id) = head("fresh", false);
+        let o = c.open(id, libc::O_RDONLY, pid).unwrap();
+        assert!(o.fd.is_some() && o.snapshot.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
