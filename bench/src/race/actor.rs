@@ -136,6 +136,12 @@ impl Tally {
     /// Records a finished git command.
     pub fn record_ran(&mut self, r: &Ran) {
         self.record(r.ok, r.elapsed, || r.why());
+        self.note_crash(r);
+    }
+
+    /// Counts `r` as crashed when a signal the lab did not send ended it: for an attempt of
+    /// several commands, recorded once with [`Tally::record`].
+    pub fn note_crash(&mut self, r: &Ran) {
         if crash_signal(&r.status) {
             self.crashed += 1;
         }
@@ -303,6 +309,13 @@ mod tests {
         t.record_ran(&ran("signal: 7"));
         t.record_ran(&ran("exit status: 255"));
         assert_eq!((t.crashed, t.refused()), (1, 2));
+        // An attempt of two commands (add, then commit) recorded once: a crash of either counts.
+        let mut pair = Tally::default();
+        let (add, commit) = (ran("signal: 7 (SIGBUS)"), ran("exit status: 0"));
+        pair.record(false, add.elapsed + commit.elapsed, || add.why());
+        pair.note_crash(&add);
+        pair.note_crash(&commit);
+        assert_eq!((pair.attempted, pair.crashed), (1, 1));
     }
 
     #[test]

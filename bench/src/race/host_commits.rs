@@ -188,10 +188,12 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
                 }
             }
         }
+        b.commit.note_crash(&add);
         let own = if add.ok {
             let subject = format!("box commit {n}");
             let c = sh.git(&["-c", "core.abbrev=no", "commit", "-m", &subject])?;
             b.commit.record(c.ok, add.elapsed + c.elapsed, || c.why());
+            b.commit.note_crash(&c);
             if c.ok && commit_subject(&c.stdout) != Some(subject.as_str()) {
                 b.wrong_subject += 1;
             }

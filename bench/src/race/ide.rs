@@ -168,12 +168,14 @@ fn box_agent(dir: &BoxShell, n: usize, seed: u64) -> Result<Agent, LabError> {
         std::thread::sleep(EDIT_PAUSE);
         let snapshot = a.lines.clone();
         let add = dir.git(&["add", "-A", "--", BOX_DIR])?;
+        a.commits.note_crash(&add);
         if !add.ok {
             a.commits.record(false, add.elapsed, || add.why());
             continue;
         }
         let (r, made) = commit(dir, &format!("box commit {i}"))?;
         a.commits.record(r.ok, add.elapsed + r.elapsed, || r.why());
+        a.commits.note_crash(&r);
         if let Some(m) = made {
             a.made.push(m);
             a.committed = snapshot;
@@ -389,6 +391,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("files_behind_head", "files behind their last commit in HEAD", behind);
     f.zero("host_commits_lost", "host commits unreachable at the end", host_lost);
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
+    f.zero("box_git_crashed", "box git killed by a signal (SIGBUS…)", a.commits.crashed);
     f.share("box_commits", "box commits landed", a.commits.landed, n as u64);
     f.share("host_commits", "host commits landed", h.commits.landed, h.commits.attempted);
     f.share("host_adds", "host add -A polls landed", h.adds.landed, h.adds.attempted);

@@ -231,6 +231,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("index_read_errors", "index read errors (either side)", hv.read_errors + b.views.read_errors);
     f.zero("files_lost_from_head", "files missing from final HEAD", missing_seed + missing_box);
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
+    f.zero("box_git_crashed", "box git killed by a signal (SIGBUS…)", b.adds.crashed + b.commits.crashed);
     f.zero("foreign_index_views", "box looks staging another box's files", b.views.foreign);
     f.share("box_commits", "box commits landed", b.commits.landed, (n * nb) as u64);
     if nb > 1 {

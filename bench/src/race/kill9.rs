@@ -56,6 +56,8 @@ fn attempt(sh: &BoxShell, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<D
     let never = Duration::from_secs(3600);
     let started = Instant::now();
     let add = sh.git_killed_at(&["add", rel], kill_at.unwrap_or(never))?;
+    // SIGKILL is the lab's own signal: only another one counts as a crash.
+    t.attempts.note_crash(&add.ran);
     let mut killed = add.killed;
     let mut ok = false;
     if add.killed {
@@ -63,6 +65,7 @@ fn attempt(sh: &BoxShell, gitdir: &Path, rel: &str, msg: &str, kill_at: Option<D
     } else if add.ran.ok {
         let left = kill_at.map(|k| k.saturating_sub(started.elapsed())).unwrap_or(never);
         let commit = sh.git_killed_at(&["commit", "-q", "-m", msg], left)?;
+        t.attempts.note_crash(&commit.ran);
         if commit.killed {
             t.kills_commit += 1;
             killed = true;
@@ -118,7 +121,8 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
         dir.write(&rel, "calibration\n")?;
         recent.push(attempt(dir, &gitdir, &rel, &format!("box calibration {i}"), None, &mut t)?);
     }
-    t.attempts = Tally::default();
+    // Calibration attempts are not figures, but a crash in them still is one.
+    t.attempts = Tally { crashed: t.attempts.crashed, ..Tally::default() };
     let mut rng = p.seed ^ 0x6b69_6c6c_3921;
     let mut typical = percentile_ms(&recent, 50.0).max(MIN_TYPICAL_MS);
     for i in 0..n {
@@ -153,6 +157,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.zero("locks_at_end", "lock files at the end", left_at_end);
     f.zero("landed_unreachable", "landed commits unreachable", unreachable);
     f.zero("fsck_problems", "git fsck problems", fsck.len() as u64);
+    f.zero("box_git_crashed", "box git killed by a signal it was not sent (SIGBUS…)", t.attempts.crashed);
     f.count("kills", "kills (add + commit)", t.kills_add + t.kills_commit);
     f.count("kills_holding_locks", "kills with a lock on the lower right after", t.kills_holding_locks);
     f.count("kills_add", "kills during git add", t.kills_add);
