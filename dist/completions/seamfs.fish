@@ -32,7 +32,7 @@ complete -c seamfs -n "__fish_seamfs_needs_command" -f -a "doctor" -d 'Check a s
 complete -c seamfs -n "__fish_seamfs_needs_command" -f -a "parked" -d 'What seamfs parked before box processes destroyed it: list (newest first), restore, prune'
 complete -c seamfs -n "__fish_seamfs_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l over -d 'Mount on top of DIR itself, reaching DIR\'s contents through a directory fd opened first' -r -F
-complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l ttl -d 'Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share\'s own [default: 1]' -r
+complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l ttl -d 'Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share\'s own [default: 1; work-tree entries 60 over 9p cache=loose, whose own never expires]' -r
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l threads -d 'FUSE worker threads (1-256) [default: 4]' -r
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l log -d 'Log file for the daemon (default: no log once daemonised)' -r -F
 complete -c seamfs -n "__fish_seamfs_using_subcommand mount" -l lock-wait-ms -d 'How long a box lock create waits behind a host-held lock before EEXIST, in ms [default: 1000]' -r

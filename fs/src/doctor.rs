@@ -74,7 +74,9 @@ fn facts_rows(at: &Path, f: &std::collections::BTreeMap<String, String>, rows: &
         _ => format!("reads and writes through seamfs (no FUSE passthrough: kernel {kernel} before 6.9, or turned off)"),
     };
     rows.push(row("data-path", Severity::Info, at, data, ""));
-    let share = format!("lower {} on {} ({}); seamfs work-tree TTL {} s", get("lower"), get("share_type"), get("share_options"), get("ttl"));
+    // Entries may be kept longer than the TTL over a lower that never revalidates (ADR 0049).
+    let kept = f.get("work_tree_ttl").filter(|k| **k != get("ttl")).map(|k| format!(", entries kept {k} s")).unwrap_or_default();
+    let share = format!("lower {} on {} ({}); seamfs work-tree TTL {} s{kept}", get("lower"), get("share_type"), get("share_options"), get("ttl"));
     rows.push(row("share", Severity::Info, at, share, ""));
     if get("index_split") == "true" {
         let found = format!("the box has its own index (index-box.{} on the share)", get("box_id"));

@@ -44,6 +44,12 @@ pub trait Layer: Send + Sync + 'static {
     /// How a class is cached.
     fn cache(&self, class: Class) -> CachePolicy;
 
+    /// How long a listing of a directory of this class may be kept: its entry TTL unless the
+    /// layer keeps entries longer than listings.
+    fn listing_ttl(&self, class: Class) -> Duration {
+        self.cache(class).entry_ttl
+    }
+
     /// Keep an O_PATH fd for nodes of this class (served as they were looked up, like virtiofsd).
     fn pin(&self, _class: Class) -> bool {
         false
@@ -115,7 +121,14 @@ pub struct GitLayer {
     pub feed: Option<&'static crate::feed::FeedLive>,
     /// This box's id and the lower names it gives (one mount per process: leaked once).
     pub names: &'static BoxNames,
+    /// Work-tree entries and attributes kept this long instead of `ttls.work_tree`: over a
+    /// lower that never revalidates, when no TTL was given (ADR 0049).
+    pub stale_lower_ttl: Option<Duration>,
 }
+
+/// How long work-tree entries and attributes are kept over a lower that never revalidates (9p
+/// `cache=loose`) when the mount is given no TTL (ADR 0049): the objects' TTL.
+pub const STALE_LOWER_WORK_TREE_TTL: Duration = Duration::from_secs(60);
 
 /// The names of a layer nobody gave an id (library use; `seamfs mount` always gives one).
 static DEFAULT_NAMES: std::sync::LazyLock<BoxNames> =
@@ -123,7 +136,14 @@ static DEFAULT_NAMES: std::sync::LazyLock<BoxNames> =
 
 impl Default for GitLayer {
     fn default() -> Self {
-        GitLayer { ttls: Ttls::default(), index_split: true, seed: SeedOptions::default(), feed: None, names: &DEFAULT_NAMES }
+        GitLayer {
+            ttls: Ttls::default(),
+            index_split: true,
+            seed: SeedOptions::default(),
+            feed: None,
+            names: &DEFAULT_NAMES,
+            stale_lower_ttl: None,
+        }
     }
 }
 
@@ -136,7 +156,22 @@ impl Layer for GitLayer {
             Some(f) if class == Class::WorkTree && f.is_live() => {
                 CachePolicy { entry_ttl: crate::feed::FEED_TTL, attr_ttl: crate::feed::FEED_TTL, ..p }
             }
-            _ => p,
+            // The lower shows no change to a file it has seen, so a shorter TTL buys nothing
+            // but lookups (ADR 0049). Negative entries stay on the TTL: a new name does show.
+            _ => match self.stale_lower_ttl {
+                Some(t) if class == Class::WorkTree => CachePolicy { entry_ttl: t, attr_ttl: t, ..p },
+                _ => p,
+            },
+        }
+    }
+
+    // Over a lower that never revalidates a listing still reaches the server (9p's `Treaddir`),
+    // so new names show: listings stay on the TTL when only entries are kept longer.
+    fn listing_ttl(&self, class: Class) -> Duration {
+        let p = self.cache(class);
+        match self.stale_lower_ttl {
+            Some(t) if p.entry_ttl == t && class == Class::WorkTree => self.ttls.work_tree,
+            _ => p.entry_ttl,
         }
     }
 
@@ -171,5 +206,27 @@ impl Layer for GitLayer {
 
     fn read_cache(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::cache_policy;
+
+    #[test]
+    fn over_a_lower_that_never_revalidates_work_tree_entries_are_kept_longer() {
+        let plain = GitLayer::default();
+        let stale = GitLayer { stale_lower_ttl: Some(STALE_LOWER_WORK_TREE_TTL), ..GitLayer::default() };
+        let ttl = plain.ttls.work_tree;
+        let w = stale.cache(Class::WorkTree);
+        assert_eq!((w.entry_ttl, w.attr_ttl), (STALE_LOWER_WORK_TREE_TTL, STALE_LOWER_WORK_TREE_TTL));
+        assert_eq!(w.negative_ttl, ttl, "a name the host creates shows through the lower: negatives stay on the TTL");
+        assert_eq!(stale.listing_ttl(Class::WorkTree), ttl, "so do listings, which reach the server");
+        for class in [Class::LiveRef, Class::GitOther, Class::GitDir, Class::Index, Class::Objects] {
+            assert_eq!(stale.cache(class), cache_policy(class, &stale.ttls), "{class:?} is not the work tree");
+        }
+        let p = plain.cache(Class::WorkTree);
+        assert_eq!((p.entry_ttl, p.attr_ttl, plain.listing_ttl(Class::WorkTree)), (ttl, ttl, ttl), "elsewhere nothing changes");
     }
 }

@@ -10,7 +10,7 @@ use seamfs::box_id::{BoxId, Source};
 use seamfs::config::{self, FileConfig};
 use seamfs::index::names::BoxNames;
 use seamfs::core::{Core, CoreOptions};
-use seamfs::layer::GitLayer;
+use seamfs::layer::{GitLayer, STALE_LOWER_WORK_TREE_TTL};
 use seamfs::lower::Lower;
 use seamfs::mount::{self, exit, MountError, MountOptions, Unmounted};
 use seamfs::policy::{Class, Ttls};
@@ -67,7 +67,7 @@ struct MountArgs {
     /// Never use FUSE passthrough for file data (what a kernel before 6.9 gets anyway).
     #[arg(long)]
     no_passthrough: bool,
-    /// Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share's own [default: 1].
+    /// Kernel cache TTL for the work tree, in seconds (0-3600): no longer than the share's own [default: 1; work-tree entries 60 over 9p cache=loose, whose own never expires].
     #[arg(long, value_name = "S")]
     ttl: Option<f64>,
     /// FUSE worker threads (1-256) [default: 4].
@@ -241,7 +241,8 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
     let (lower_path, mnt, over) = resolve(&a)?;
     let file = load_config(a.config.as_deref())?;
     let (box_id, box_id_source) = box_id(&a, &file, &mnt)?;
-    let ttl = a.ttl.or(file.ttl).unwrap_or(1.0);
+    let given_ttl = a.ttl.or(file.ttl);
+    let ttl = given_ttl.unwrap_or(1.0);
     if !(0.0..=3600.0).contains(&ttl) {
         return Err(MountError::usage("parse --ttl", &mnt, "must be between 0 and 3600 seconds"));
     }
@@ -272,8 +273,16 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         n
     };
     log_box_id(&box_id, box_id_source);
+    // Over a lower that never revalidates, a work-tree TTL buys no freshness (ADR 0049).
+    let stale_lower_ttl = lower.stale_pages().is_some().then_some(STALE_LOWER_WORK_TREE_TTL).filter(|_| given_ttl.is_none());
     if let Some(why) = lower.stale_pages() {
         tracing::info!(lower = %lower_path.display(), cache = why, "the lower never revalidates what it cached: git-dir files are read with O_DIRECT");
+    }
+    if let Some(t) = stale_lower_ttl {
+        tracing::info!(
+            ttl_s = t.as_secs(),
+            "work-tree names and attributes are kept this long: the lower shows no change to a file it has seen (give --ttl to choose)"
+        );
     }
     let refresh = if lower.link_alone() {
         "the link's forced lookup alone (virtiofs, 9p or a local filesystem)"
@@ -290,6 +299,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         index_split,
         feed: feed_live,
         names: Box::leak(Box::new(BoxNames::new(box_id.clone()))),
+        stale_lower_ttl,
         ..GitLayer::default()
     };
     if let Some(ms) = a.shared_index_wait_ms.or(file.shared_index_wait_ms) {
@@ -303,6 +313,7 @@ fn run_mount(a: MountArgs) -> Result<i32, MountError> {
         ("share_type".into(), share.as_ref().map(|m| m.fstype.clone()).unwrap_or_default()),
         ("share_options".into(), share.as_ref().map(|m| m.options.clone()).unwrap_or_default()),
         ("ttl".into(), ttl.to_string()),
+        ("work_tree_ttl".into(), stale_lower_ttl.map_or(ttl, |t| t.as_secs_f64()).to_string()),
         ("index_split".into(), index_split.to_string()),
         ("box_id".into(), box_id.to_string()),
         ("box_id_from".into(), box_id_source.as_str().into()),

@@ -158,9 +158,9 @@ impl<L: Layer> Core<L> {
         if !self.layer.listings() {
             return None;
         }
-        let p = self.policy(class);
+        let ttl = self.layer.listing_ttl(class);
         let cacheable = matches!(class, crate::policy::Class::WorkTree | crate::policy::Class::GitOther);
-        (cacheable && !p.entry_ttl.is_zero()).then_some(p.entry_ttl)
+        (cacheable && !ttl.is_zero()).then_some(ttl)
     }
 
     /// Opens the node's lower directory, verified to be the same directory.
