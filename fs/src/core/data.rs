@@ -682,7 +682,7 @@ mod snapshot_tests {
         let o = c.open(id, libc::O_RDONLY, pid).unwrap();
         assert!(o.fd.is_none(), "no lower file opened: the bytes read under the refresh serve it");
         assert_eq!(o.snapshot.as_deref(), Some(HEAD));
-        let fh = c.register(o, true);
+        let fh = c.register(o, false);
         assert_eq!(c.read(fh, 0, 4096).unwrap(), HEAD);
         assert!(c.read(fh, HEAD.len() as u64, 4096).unwrap().is_empty(), "the end, without the server");
         let h = c.handles.file(fh).unwrap();
@@ -696,9 +696,9 @@ mod snapshot_tests {
         let (dir, c, pid, id) = head("writer", true);
         let reader = c.open(id, libc::O_RDONLY, pid).unwrap();
         assert!(reader.snapshot.is_some());
-        let reader = c.register(reader, true);
+        let reader = c.register(reader, false);
         let writer = c.open(id, libc::O_WRONLY, pid).unwrap();
-        let writer = c.register(writer, true);
+        let writer = c.register(writer, false);
         let moved = b"ref: refs/heads/next\n";
         assert_eq!(c.write(writer, 0, moved).unwrap() as usize, moved.len());
         assert_eq!(c.read(reader, 0, 4096).unwrap(), moved, "an in-place write through seamfs is seen by an open reader");
