@@ -168,11 +168,11 @@ impl Layer for GitLayer {
     // Over a lower that never revalidates a listing still reaches the server (9p's `Treaddir`),
     // so new names show: listings stay on the TTL when only entries are kept longer.
     fn listing_ttl(&self, class: Class) -> Duration {
-        let p = self.cache(class);
-        match self.stale_lower_ttl {
-            Some(t) if p.entry_ttl == t && class == Class::WorkTree => self.ttls.work_tree,
-            _ => p.entry_ttl,
+        let feed_live = self.feed.is_some_and(|f| f.is_live());
+        if class == Class::WorkTree && self.stale_lower_ttl.is_some() && !feed_live {
+            return self.ttls.work_tree;
         }
+        self.cache(class).entry_ttl
     }
 
     fn index_split(&self) -> bool {
