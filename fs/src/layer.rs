@@ -147,29 +147,45 @@ impl Default for GitLayer {
     }
 }
 
+/// Why work-tree entries and attributes are kept past the TTL.
+enum KeptPastTtl {
+    /// The feed is live: it, not the clock, keeps work-tree names fresh (ADR 0021).
+    Feed,
+    /// The lower never revalidates a file it has seen, so a shorter TTL buys nothing but
+    /// lookups (ADR 0049).
+    StaleLower(Duration),
+}
+
+impl GitLayer {
+    /// Whether, and why, work-tree entries are kept past the TTL now.
+    fn work_tree_kept(&self) -> Option<KeptPastTtl> {
+        match (self.feed, self.stale_lower_ttl) {
+            (Some(f), _) if f.is_live() => Some(KeptPastTtl::Feed),
+            (_, Some(t)) => Some(KeptPastTtl::StaleLower(t)),
+            _ => None,
+        }
+    }
+}
+
 impl Layer for GitLayer {
     fn cache(&self, class: Class) -> CachePolicy {
         let p = cache_policy(class, &self.ttls);
-        // While the feed is live it, not the clock, keeps work-tree names fresh. Negative
-        // entries stay on the share's TTL: a fallback cannot enumerate them to invalidate.
-        match self.feed {
-            Some(f) if class == Class::WorkTree && f.is_live() => {
-                CachePolicy { entry_ttl: crate::feed::FEED_TTL, attr_ttl: crate::feed::FEED_TTL, ..p }
-            }
-            // The lower shows no change to a file it has seen, so a shorter TTL buys nothing
-            // but lookups (ADR 0049). Negative entries stay on the TTL: a new name does show.
-            _ => match self.stale_lower_ttl {
-                Some(t) if class == Class::WorkTree => CachePolicy { entry_ttl: t, attr_ttl: t, ..p },
-                _ => p,
-            },
+        if class != Class::WorkTree {
+            return p;
+        }
+        // Negative entries stay on the share's TTL either way: a feed's fallback cannot
+        // enumerate them to invalidate, and a lower that never revalidates does show a new name.
+        match self.work_tree_kept() {
+            Some(KeptPastTtl::Feed) => CachePolicy { entry_ttl: crate::feed::FEED_TTL, attr_ttl: crate::feed::FEED_TTL, ..p },
+            Some(KeptPastTtl::StaleLower(t)) => CachePolicy { entry_ttl: t, attr_ttl: t, ..p },
+            None => p,
         }
     }
 
     // Over a lower that never revalidates a listing still reaches the server (9p's `Treaddir`),
     // so new names show: listings stay on the TTL when only entries are kept longer.
     fn listing_ttl(&self, class: Class) -> Duration {
-        let feed_live = self.feed.is_some_and(|f| f.is_live());
-        if class == Class::WorkTree && self.stale_lower_ttl.is_some() && !feed_live {
+        if class == Class::WorkTree && matches!(self.work_tree_kept(), Some(KeptPastTtl::StaleLower(_))) {
             return self.ttls.work_tree;
         }
         self.cache(class).entry_ttl
