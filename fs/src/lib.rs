@@ -44,6 +44,7 @@ pub mod lower_cache;
 pub mod lower_read;
 pub mod lower_recent_read;
 pub mod lower_view;
+pub mod object_db;
 pub mod park;
 #[cfg(target_os = "linux")]
 pub mod mountinfo;

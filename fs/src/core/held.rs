@@ -59,16 +59,17 @@ pub(crate) fn machine() -> String {
     }
 }
 
-/// This machine and boot (the kernel's boot id).
-fn here() -> (String, String) {
-    (machine(), first_line("/proc/sys/kernel/random/boot_id"))
+/// This machine and boot (the kernel's boot id), and this process's start time: read once, as
+/// none changes while seamfs runs and every heal's record names them.
+fn here() -> &'static (String, String, u64) {
+    static HERE: std::sync::OnceLock<(String, String, u64)> = std::sync::OnceLock::new();
+    HERE.get_or_init(|| (machine(), first_line("/proc/sys/kernel/random/boot_id"), start_time(std::process::id()).unwrap_or(0)))
 }
 
 impl Record {
     fn mine(box_id: &str, ino: u64, born: u128) -> Record {
-        let (machine, boot) = here();
-        let pid = std::process::id();
-        Record { machine, boot, box_id: Some(box_id.into()), pid, start: start_time(pid).unwrap_or(0), ino, born }
+        let (machine, boot, start) = here().clone();
+        Record { machine, boot, box_id: Some(box_id.into()), pid: std::process::id(), start, ino, born }
     }
 
     fn text(&self) -> String {
@@ -94,11 +95,11 @@ impl Record {
     /// Whether its writer is certainly gone: this box on this machine, and another boot or a
     /// dead process. Unknown machine ids never match, so nothing is released on a guess.
     fn owner_dead(&self, box_id: &str) -> bool {
-        let (machine, boot) = here();
-        if machine.is_empty() || self.machine != machine || self.box_id.as_deref().is_some_and(|b| b != box_id) {
+        let (machine, boot, _) = here();
+        if machine.is_empty() || self.machine != *machine || self.box_id.as_deref().is_some_and(|b| b != box_id) {
             return false;
         }
-        self.boot != boot || !(Proc { pid: self.pid, start: self.start }).alive()
+        self.boot != *boot || !(Proc { pid: self.pid, start: self.start }).alive()
     }
 }
 

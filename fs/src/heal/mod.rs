@@ -105,7 +105,7 @@ pub fn heal_with(
     new_commit: &str,
     opts: HealOptions<'_>,
 ) -> Result<HealOutcome, HealError> {
-    crate::lower_view::with_lower_view(|| heal_here(objects_dir, Cow::Borrowed(index), old_commit, new_commit, opts))
+    crate::lower_view::with_lower_view(|| forget_on_error(objects_dir, heal_here(objects_dir, Cow::Borrowed(index), old_commit, new_commit, opts)))
 }
 
 /// [`heal_with`] taking the index bytes: they are freed once decoded, so a large index is not
@@ -117,7 +117,16 @@ pub fn heal_owned(
     new_commit: &str,
     opts: HealOptions<'_>,
 ) -> Result<HealOutcome, HealError> {
-    crate::lower_view::with_lower_view(|| heal_here(objects_dir, Cow::Owned(index), old_commit, new_commit, opts))
+    crate::lower_view::with_lower_view(|| forget_on_error(objects_dir, heal_here(objects_dir, Cow::Owned(index), old_commit, new_commit, opts)))
+}
+
+/// A heal that could not read the object database drops the handle this thread keeps for it,
+/// so the next heal opens the repository afresh rather than trusting a handle that failed.
+fn forget_on_error(objects_dir: &Path, r: Result<HealOutcome, HealError>) -> Result<HealOutcome, HealError> {
+    if matches!(r, Err(HealError::Objects { .. } | HealError::Object { .. })) {
+        crate::object_db::forget(objects_dir);
+    }
+    r
 }
 
 /// [`heal_with`] on this thread.
@@ -229,7 +238,7 @@ pub fn commit_parents(objects_dir: &Path, commit: &str) -> Option<Vec<String>> {
     use gix::objs::FindExt;
     let id = parse_id(commit).ok()?;
     crate::lower_view::with_lower_view(|| {
-        let odb = gix::odb::at(objects_dir, id.kind()).ok()?;
+        let odb = crate::object_db::open(objects_dir, id.kind()).ok()?;
         let mut buf = Vec::new();
         let c = odb.find_commit(&id, &mut buf).ok()?;
         Some(c.parents().map(|p| p.to_string()).collect())

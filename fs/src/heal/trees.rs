@@ -66,9 +66,10 @@ fn join(prefix: &BStr, name: &BStr) -> BString {
 }
 
 impl Objects {
-    /// Opens `objects_dir` (packs, loose objects, alternates) for ids of `kind`.
+    /// Opens `objects_dir` (packs, loose objects, alternates) for ids of `kind`: the handle this
+    /// thread keeps for it, if any (`object_db`).
     pub fn open(objects_dir: &Path, kind: gix::hash::Kind) -> Result<Objects, HealError> {
-        let odb = gix::odb::at(objects_dir, kind)
+        let odb = crate::object_db::open(objects_dir, kind)
             .map_err(|e| HealError::Objects { dir: objects_dir.to_path_buf(), cause: e.to_string() })?;
         Ok(Objects { odb, kind, mem: MemTrees::default() })
     }
