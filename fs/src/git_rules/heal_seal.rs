@@ -16,12 +16,13 @@ use tracing::{debug, info, warn};
 use crate::core::Core;
 use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
-use crate::heal::{blob_id, heal_owned, trim_heap_after, HealOptions, HealOutcome, Hint, HintData};
+use crate::heal::{blob_id, entries_digest, heal_owned, trim_heap_after, HealOptions, HealOutcome, Hint, HintData};
 use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
 use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
+use crate::lower::Lower;
 
 /// The most other boxes' indexes a reverse heal reads as hints (newest first).
 const OTHER_BOX_HINTS: usize = 3;
@@ -34,6 +35,11 @@ pub(crate) struct PendingHeal {
     new_commit: String,
     /// The healed index's size: whether its memory is worth giving back (`trim_heap_after`).
     index_len: usize,
+    /// What the installed heal is watched with (`heal_watch`): the move's old commit, the
+    /// objects directory, and the entries of the shared index the heal was made from.
+    old_commit: String,
+    objects: PathBuf,
+    pre: Option<gix::ObjectId>,
 }
 
 
@@ -61,7 +67,31 @@ impl CopyId {
     }
 }
 
-fn hash_kind(oid: &str) -> gix::hash::Kind {
+/// Leaves `healed` for `seamd` as a proposal on `base` (the index bytes it was healed from) at
+/// HEAD `head`, with the base's bytes beside it; true when the proposal was written.
+pub(super) fn propose_on(lower: &Lower, gitdir: &Path, base: &[u8], head: &str, healed: &[u8], kind: crate::heal::HealKind) -> bool {
+    let name = ProposalName { head: head.to_string(), base: blob_id(base, hash_kind(head)), kind };
+    let dest = gitdir.join(name.file_name());
+    let owner = NewFile { uid: u32::MAX, gid: u32::MAX, mode: 0o644 };
+    // The base's bytes, named by their blob id: seamd can then tell a poller's stat-only
+    // rewrite (same entries) from real host staging, and cannot be fooled (it re-hashes).
+    let base_file = gitdir.join(format!("{BASE_PREFIX}{}", name.base));
+    if let Err(e) = publish(lower, &base_file, base, owner) {
+        warn!(gitdir = %gitdir.display(), error = %e, "could not leave the proposal's base index");
+    }
+    match publish(lower, &dest, healed, owner) {
+        Ok(_) => {
+            debug!(gitdir = %gitdir.display(), proposal = %name.file_name(), "heal proposal left for seamd");
+            true
+        }
+        Err(e) => {
+            warn!(gitdir = %gitdir.display(), error = %e, "could not leave a heal proposal");
+            false
+        }
+    }
+}
+
+pub(super) fn hash_kind(oid: &str) -> gix::hash::Kind {
     if oid.len() == 64 {
         gix::hash::Kind::Sha256
     } else {
@@ -156,6 +186,8 @@ impl<L: Layer> Core<L> {
         // Only the copy's size and checksum are kept through the heal (`same_index`): the heal
         // frees the bytes once decoded, and a proposal reads them again.
         let copy = CopyId::of(&bytes, hash_kind(new));
+        // What the install is watched for: a host git may write these entries back (ADR 0051).
+        let pre = entries_digest(&bytes, hash_kind(new));
         let healed = match heal_owned(&objects, bytes, old, new, opts) {
             Ok(HealOutcome::Healed { bytes, kind }) => (bytes, kind),
             Ok(HealOutcome::Unchanged) => return None,
@@ -209,7 +241,7 @@ impl<L: Layer> Core<L> {
             Some(Ok(index_len)) => {
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
                 debug!(gitdir = %gitdir.display(), ms, "healed shared index written under index.lock");
-                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string(), index_len })
+                Some(PendingHeal { gitdir: gitdir.to_path_buf(), lock, new_commit: new.to_string(), index_len, old_commit: old.to_string(), objects, pre })
             }
             other => {
                 if let Some(Err(e)) = other {
@@ -289,18 +321,8 @@ impl<L: Layer> Core<L> {
 
     /// The fallback: leave the healed index for `seamd` under a proposal name.
     fn propose(&self, gitdir: &Path, base: &[u8], head: &str, healed: &[u8], kind: crate::heal::HealKind) {
-        let name = ProposalName { head: head.to_string(), base: blob_id(base, hash_kind(head)), kind };
-        let dest = gitdir.join(name.file_name());
-        let owner = NewFile { uid: u32::MAX, gid: u32::MAX, mode: 0o644 };
-        // The base's bytes, named by their blob id: seamd can then tell a poller's stat-only
-        // rewrite (same entries) from real host staging, and cannot be fooled (it re-hashes).
-        let base_file = gitdir.join(format!("{BASE_PREFIX}{}", name.base));
-        if let Err(e) = publish(&self.lower, &base_file, base, owner) {
-            warn!(gitdir = %gitdir.display(), error = %e, "could not leave the proposal's base index");
-        }
-        match publish(&self.lower, &dest, healed, owner) {
-            Ok(_) => info!(gitdir = %gitdir.display(), proposal = %name.file_name(), "index.lock busy or an operation in progress: left a heal proposal for seamd"),
-            Err(e) => warn!(gitdir = %gitdir.display(), error = %e, "could not leave a heal proposal"),
+        if propose_on(&self.lower, gitdir, base, head, healed, kind) {
+            info!(gitdir = %gitdir.display(), "index.lock busy or an operation in progress: left a heal proposal for seamd");
         }
     }
 
@@ -314,6 +336,8 @@ impl<L: Layer> Core<L> {
                 if let Err(e) = self.lower.rename(&p.lock, &index, 0) {
                     warn!(gitdir = %p.gitdir.display(), error = %e, "installing the healed index failed");
                     let _ = self.lower.unlink(&p.lock, false);
+                } else {
+                    self.watch_install(&p, &index);
                 }
                 self.set_base(&p.gitdir, &p.new_commit);
             } else {
@@ -321,6 +345,22 @@ impl<L: Layer> Core<L> {
             }
             self.drop_held(&p.gitdir);
         }
+    }
+
+    /// Hands an installed heal to the watcher, which catches a host git writing back the index
+    /// it read before the install (ADR 0051).
+    fn watch_install(&self, p: &PendingHeal, index: &CString) {
+        let Some(pre) = p.pre else { return };
+        let (Ok(st), Ok(lower)) = (self.lower.stat(index), self.lower.try_clone()) else { return };
+        super::heal_watch::watch(super::heal_watch::Watch {
+            lower,
+            gitdir: p.gitdir.clone(),
+            objects: p.objects.clone(),
+            old: p.old_commit.clone(),
+            new: p.new_commit.clone(),
+            pre,
+            seen: super::heal_watch::identity(&st),
+        });
     }
 
     #[track_caller]

@@ -9,5 +9,6 @@
 mod dotgit;
 mod guard;
 mod heal_seal;
+mod heal_watch;
 mod index_split;
 mod verdict_xattr;

@@ -212,6 +212,20 @@ pub fn same_entries(a: &[u8], b: &[u8], kind: gix::hash::Kind) -> bool {
     key(&a) == key(&b)
 }
 
+/// A digest of an index file's entries (path, mode, object id, in file order), whatever their
+/// stat data, read front to back without decoding the index; None when it is not an index of
+/// `kind`. Two indexes with equal digests would commit the same tree (stages and flags aside).
+pub fn entries_digest(bytes: &[u8], kind: gix::hash::Kind) -> Option<ObjectId> {
+    let mut h = gix::hash::hasher(kind);
+    rawindex::for_each_entry(bytes, kind, |path, mode, id| {
+        h.update(path);
+        h.update(&[0]);
+        h.update(&mode.bits().to_be_bytes());
+        h.update(id.as_bytes());
+    })?;
+    h.try_finalize().ok()
+}
+
 /// The git blob id of `bytes` (what `git hash-object` prints for a file with these bytes), hex.
 /// Proposals name their base index by it.
 pub fn blob_id(bytes: &[u8], kind: gix::hash::Kind) -> String {

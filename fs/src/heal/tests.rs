@@ -525,3 +525,32 @@ fn a_bad_hint_is_ignored() {
     r.set_index(&bytes);
     assert_eq!(r.status(), "");
 }
+
+#[test]
+fn entries_digest_ignores_stat_data_and_sees_every_entry_change() {
+    for format in ["sha1", "sha256"] {
+        let kind = if format == "sha1" { gix::hash::Kind::Sha1 } else { gix::hash::Kind::Sha256 };
+        let (r, _) = Repo::seeded(format, &[("a.txt", "a\n"), ("d/b.txt", "b\n")]);
+        let before = r.index();
+        let digest = super::entries_digest(&before, kind).expect("an index");
+        // A stat-only rewrite (what git's refresh writes): other bytes, the same digest.
+        let f = std::fs::File::options().write(true).open(r.dir.join("a.txt")).expect("open a.txt");
+        f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(7)).expect("touch a.txt");
+        r.git(&["update-index", "--refresh"]);
+        let refreshed = r.index();
+        assert_ne!(refreshed, before, "{format}: the refresh did not rewrite the index");
+        assert_eq!(super::entries_digest(&refreshed, kind), Some(digest), "{format}: stat data changed the digest");
+        // New content, a new file, a mode: each changes it.
+        r.write("a.txt", "a, changed\n");
+        r.git(&["add", "a.txt"]);
+        let changed = super::entries_digest(&r.index(), kind);
+        assert!(changed.is_some() && changed != Some(digest), "{format}: new content, same digest");
+        r.write("c.txt", "c\n");
+        r.git(&["add", "c.txt"]);
+        assert!(super::entries_digest(&r.index(), kind) != changed, "{format}: a new entry, same digest");
+        let added = super::entries_digest(&r.index(), kind);
+        r.git(&["update-index", "--chmod=+x", "c.txt"]);
+        assert!(super::entries_digest(&r.index(), kind) != added, "{format}: a mode change, same digest");
+        assert_eq!(super::entries_digest(b"not an index", kind), None);
+    }
+}

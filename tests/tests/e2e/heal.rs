@@ -628,3 +628,67 @@ fn overlapping_host_staging_is_kept_reported_once_and_cleared_by_a_host_reset() 
     assert_eq!(lines_with(&env.log(), "shared index not healed").len(), 1, "{}", env.log());
     env.finish();
 }
+
+/// A process killed and reaped when dropped, so a failing test leaves none behind.
+struct Reaped(Option<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// lab.md bug 9 (ADR 0051): `git commit` reads the index before it takes `index.lock`, and
+/// writes what it read back under the lock when its refresh changed a stat entry. A host commit
+/// that read the shared index before a box commit's heal was installed and locked after puts the
+/// pre-heal index back: its own commit fails (it read HEAD before the box moved it), and the
+/// index lacks the box's file under a HEAD that has it. Here the host commit's open of
+/// `index.lock` is held back 2 s by strace while the box commits. The write-back is shown to
+/// happen (the failure itself), then seamfs's watch leaves the heal again as a proposal on the
+/// written-back bytes, and `seamd run --once` puts it in: host staging kept, nothing reverted.
+#[test]
+fn a_host_commit_writing_back_the_index_it_read_before_a_heal_is_healed_again() {
+    let env = Env::new("heal-writeback", &[]);
+    let r = env.host_repo("repo", FILES);
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box seeds first");
+    write(&r.h("m.txt"), "m staged by the host\n");
+    env.host(&r, &["add", "m.txt"]);
+    let lock = r.h(".git/index.lock");
+    let mut c = Command::new("strace");
+    env.git.env(&mut c);
+    c.current_dir(&r.host)
+        .args(["-f", "-qq", "-o", "/dev/null", "-P"])
+        .arg(&lock)
+        .args(["-e", "trace=openat", "-e", "inject=openat:delay_enter=2000000", "--", "git", "commit", "-q", "-m", "host"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut host = Reaped(Some(c.spawn().expect("spawn strace git commit")));
+    // git reads the index at once, then waits at its lock's open.
+    std::thread::sleep(Duration::from_millis(500));
+    box_commit(&env, &r, "b.txt");
+    let box_head = env.host_rev(&r, "HEAD");
+    assert!(env.host(&r, &["ls-files", "b.txt"]).contains("b.txt"), "the box's heal was not installed:\n{}", env.log());
+    // A tracked file's stat changes, so the host commit's refresh changes an entry and writes.
+    let later = std::time::SystemTime::now() + Duration::from_secs(5);
+    std::fs::File::options().write(true).open(r.h("a.txt")).and_then(|f| f.set_modified(later)).expect("touch a.txt");
+    let out = host.0.take().expect("host commit").wait_with_output().expect("wait for the host commit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("cannot lock ref"), "the host commit should have failed git's compare-and-swap: {stderr}");
+    assert_eq!(env.host_rev(&r, "HEAD"), box_head, "HEAD moved");
+    // The failure itself, seen: the written-back index lacks the box's file (or seamfs's watch
+    // already left its proposal, which is what the next assertion waits for).
+    let written_back = env.host(&r, &["ls-files", "b.txt"]).trim().is_empty();
+    assert!(written_back, "the host commit did not write back the pre-heal index: the race did not happen\n{}", env.log());
+    assert!(wait_until(Duration::from_secs(5), || !proposals(&r).is_empty()), "seamfs left no proposal after the write-back:\n{}", env.log());
+    assert!(env.log().contains("wrote back the index it read before the box's heal"), "{}", env.log());
+    let out = seamd(&r.host);
+    assert!(out.success() && out.stderr.contains("installed"), "{out}");
+    assert!(env.host(&r, &["ls-files", "b.txt"]).contains("b.txt"), "the box's file is still missing from the host's index");
+    assert_eq!(staged(&env.git, &r.host), vec!["M\tm.txt"], "host staging after the repair");
+    env.host(&r, &["commit", "-q", "-m", "host"]);
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["M\tm.txt"], "the host's next commit took the box's work back");
+    env.finish();
+}
