@@ -50,7 +50,9 @@ pub fn with_lower_view<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     if IN_VIEW.with(|v| v.get()) {
         return f();
     }
-    let worker = IDLE.lock().pop().unwrap_or_else(|| spawn(mnt));
+    // Popped first: the lock is not held while a new thread is made.
+    let idle = IDLE.lock().pop();
+    let worker = idle.unwrap_or_else(|| spawn(mnt));
     let (done, result) = mpsc::sync_channel(1);
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || {
         let _ = done.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use seam_tests::run::{run, Ran};
+use seam_tests::run::{run, Bg, Ran};
 
 use crate::hostbox::{bytes, lines_with, Child, locks_below, names_with_prefix, staged, status, wait_until, write, Env, Repo};
 
@@ -629,18 +629,6 @@ fn overlapping_host_staging_is_kept_reported_once_and_cleared_by_a_host_reset() 
     env.finish();
 }
 
-/// A process killed and reaped when dropped, so a failing test leaves none behind.
-struct Reaped(Option<std::process::Child>);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// lab.md bug 9 (ADR 0051): `git commit` reads the index before it takes `index.lock`, and
 /// writes what it read back under the lock when its refresh changed a stat entry. A host commit
 /// that read the shared index before a box commit's heal was installed and locked after puts the
@@ -663,9 +651,9 @@ fn a_host_commit_writing_back_the_index_it_read_before_a_heal_is_healed_again() 
         .args(["-f", "-qq", "-o", "/dev/null", "-P"])
         .arg(&lock)
         .args(["-e", "trace=openat", "-e", "inject=openat:delay_enter=2000000", "--", "git", "commit", "-q", "-m", "host"])
-        .stdout(Stdio::piped())
+        .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut host = Reaped(Some(c.spawn().expect("spawn strace git commit")));
+    let mut host = Bg::spawn(&mut c);
     // git reads the index at once, then waits at its lock's open.
     std::thread::sleep(Duration::from_millis(500));
     box_commit(&env, &r, "b.txt");
@@ -674,9 +662,10 @@ fn a_host_commit_writing_back_the_index_it_read_before_a_heal_is_healed_again() 
     // A tracked file's stat changes, so the host commit's refresh changes an entry and writes.
     let later = std::time::SystemTime::now() + Duration::from_secs(5);
     std::fs::File::options().write(true).open(r.h("a.txt")).and_then(|f| f.set_modified(later)).expect("touch a.txt");
-    let out = host.0.take().expect("host commit").wait_with_output().expect("wait for the host commit");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("cannot lock ref"), "the host commit should have failed git's compare-and-swap: {stderr}");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut host.0.stderr.take().expect("piped stderr"), &mut stderr).expect("read the host commit's stderr");
+    let status = host.0.wait().expect("wait for the host commit");
+    assert!(!status.success() && stderr.contains("cannot lock ref"), "the host commit should have failed git's compare-and-swap: {stderr}");
     assert_eq!(env.host_rev(&r, "HEAD"), box_head, "HEAD moved");
     // The failure itself, seen: the written-back index lacks the box's file (or seamfs's watch
     // already left its proposal, which is what the next assertion waits for).
