@@ -151,6 +151,26 @@ const LIVE_DIRS: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
 /// Ref-store directories directly in a git dir.
 const REF_DIRS: &[&str] = &["refs", "logs", "reftable"];
 
+/// Subdirectories of `refs/` that git makes as directories (a ref file of one of these names
+/// cannot coexist with git's own refs under it).
+const REF_NAMESPACES: &[&str] = &["heads", "tags", "remotes", "notes", "replace", "bisect", "worktree", "rewritten", "prefetch"];
+
+/// True for a ref-store directory git never removes once made (`names`: its path components
+/// below its git dir): `refs`, `logs`, `reftable`, `refs/heads` and the other namespaces,
+/// `logs/refs` and `logs/refs/<namespace>`. Git's files backend prunes empty ref directories but
+/// spares `[logs/]refs/` and its immediate subdirectories, so a lock taken since it was looked
+/// up cannot have replaced one (ADR 0052). Deeper directories (`refs/heads/feature/`) can go.
+pub fn ref_dir_never_removed(names: &[&[u8]]) -> bool {
+    let namespace = |n: &[u8]| REF_NAMESPACES.iter().any(|d| d.as_bytes() == n);
+    match names {
+        [d] => REF_DIRS.iter().any(|r| r.as_bytes() == *d),
+        [b"refs", n] => namespace(n),
+        [b"logs", b"refs"] => true,
+        [b"logs", b"refs", n] => namespace(n),
+        _ => false,
+    }
+}
+
 /// Names directly in a git dir that are live files. (`commondir` and `gitdir` are not: written
 /// once when a linked worktree is made, never replaced in place; git stats `commondir` a few
 /// times per command in every git dir, where it is absent.)
@@ -299,6 +319,18 @@ mod tests {
 
     fn c(parent: Class, name: &str, dir: bool) -> Class {
         classify(parent, OsStr::new(name), dir)
+    }
+
+    #[test]
+    fn only_the_ref_directories_git_spares_are_never_removed() {
+        let never = |p: &str| ref_dir_never_removed(&p.split('/').map(str::as_bytes).collect::<Vec<_>>());
+        for p in ["refs", "logs", "reftable", "refs/heads", "refs/tags", "refs/remotes", "logs/refs", "logs/refs/heads"] {
+            assert!(never(p), "{p}");
+        }
+        // A branch directory git prunes when empty; refs/stash is a ref file; HEAD is no directory.
+        for p in ["refs/heads/feature", "refs/remotes/origin", "refs/stash", "logs/refs/heads/feature", "logs/HEAD", "HEAD", "objects", "refs/heads/main"] {
+            assert!(!never(p), "{p}");
+        }
     }
 
     #[test]

@@ -104,17 +104,29 @@ impl RecentRefresh {
     /// answer unknown until [`RecentRefresh::learned`]); else what the refresh that stands in
     /// learned, with the name generation read before it.
     pub fn recall(&self, pid: u32, path: &CStr) -> Option<(Seen, u64)> {
+        self.recall_kept(pid, path, || false)
+    }
+
+    /// [`RecentRefresh::recall`]; a refresh that found the name present stands through a box
+    /// lock create too when `across_locks` says so (a directory git never removes: ADR 0052),
+    /// asked only then.
+    pub fn recall_kept(&self, pid: u32, path: &CStr, across_locks: impl FnOnce() -> bool) -> Option<(Seen, u64)> {
         if pid == 0 {
             return None;
         }
         let now = Instant::now();
         let epoch = self.epoch.load(Ordering::Acquire);
+        let within = |r: &Refreshed| now.duration_since(r.when) < self.window;
+        // Asked outside the memo's lock: it may look at the lower.
+        let before_a_lock = |r: &Refreshed| within(r) && r.epoch != epoch && r.learned.0 == Seen::Present;
+        let found_before_a_lock = self.seen.get(&pid).is_some_and(|names| names.iter().any(|r| r.path.as_c_str() == path && before_a_lock(r)));
+        let kept = found_before_a_lock && across_locks();
         if self.seen.len() >= MAX_PIDS && !self.seen.contains_key(&pid) {
             self.seen.clear();
         }
         let mut names = self.seen.entry(pid).or_default();
         match names.iter_mut().find(|r| r.path.as_c_str() == path) {
-            Some(r) if r.epoch == epoch && now.duration_since(r.when) < self.window => Some(r.learned),
+            Some(r) if within(r) && (r.epoch == epoch || kept && before_a_lock(r)) => Some(r.learned),
             Some(r) => {
                 (r.when, r.epoch, r.learned, r.sized, r.read) = (now, epoch, (Seen::Unknown, 0), None, None);
                 None
@@ -218,6 +230,21 @@ mod tests {
         r.barrier();
         assert!(r.needs(7, c".git/refs/heads/main"), "under a new lock the name is refreshed again");
         assert!(!r.needs(7, c".git/refs/heads/main"));
+    }
+
+    #[test]
+    fn a_directory_git_never_removes_stands_through_a_lock_when_it_was_found() {
+        let r = RecentRefresh::default();
+        assert!(r.recall_kept(7, c".git/refs", || true).is_none(), "the process's first lookup refreshes");
+        r.learned(7, c".git/refs", Seen::Present, 0);
+        r.barrier();
+        assert_eq!(r.recall_kept(7, c".git/refs", || true), Some((Seen::Present, 0)), "kept through the lock");
+        assert!(r.recall_kept(7, c".git/refs", || false).is_none(), "anything else refreshes again under the lock");
+        // Found missing: it may be made any moment, so a lock makes it refresh again.
+        assert!(r.recall_kept(7, c".git/refs/remotes", || true).is_none());
+        r.learned(7, c".git/refs/remotes", Seen::Missing, 0);
+        r.barrier();
+        assert!(r.recall_kept(7, c".git/refs/remotes", || true).is_none());
     }
 
     #[test]

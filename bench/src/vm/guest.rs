@@ -157,7 +157,9 @@ impl Guest {
         qemu.args(["-m", &format!("{MEM_MIB}M"), "-display", "none", "-monitor", "none", "-nodefaults", "-no-reboot", "-nic", "none"]);
         qemu.arg("-serial").arg(format!("file:{}", console.display()));
         qemu.arg("-kernel").arg(&kernel.image).arg("-initrd").arg(&spec.initramfs);
-        qemu.arg("-append").arg(format!("console=ttyS0 panic=-1 loglevel=4 seam.share={}", spec.mode.name()));
+        // The TSC, which the vDSO reads, as a real VM's clock is: under TCG the kernel would pick
+        // the HPET and make every clock read a system call (lab.md, "The real box").
+        qemu.arg("-append").arg(format!("console=ttyS0 panic=-1 loglevel=4 clocksource=tsc tsc=reliable seam.share={}", spec.mode.name()));
         qemu.args(["-device", "virtio-serial-pci", "-chardev"]).arg(format!("socket,id=ctl,path={},server=on,wait=off", ctl.display()));
         qemu.args(["-device", "virtserialport,chardev=ctl,name=seam.ctl"]);
         // The change feed's port: qemu connects (and reconnects) to seamd's `unix:` feed at

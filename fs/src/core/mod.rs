@@ -261,7 +261,7 @@ impl<L: Layer> Core<L> {
             return fstat(fd.as_raw_fd()).map_err(io_err);
         }
         let path = self.inodes.path(id)?;
-        let seen = self.refresh_live(class, pid, &path);
+        let seen = self.refresh_live(class, pid, &path, || kind == libc::S_IFDIR && self.ref_dir_never_removed(id));
         match self.stat_after(seen, &path).and_then(|st| self.live_size(class, pid, &path, st)) {
             Ok(st) if same_file(&st, dev, ino) => Ok(st),
             // A live ref the host replaced by rename since the kernel looked it up: the box
@@ -280,7 +280,13 @@ impl<L: Layer> Core<L> {
     /// A name it found missing stays missing for that process while nothing made through seamfs
     /// could have created it (ADR 0037).
     pub(crate) fn refresh_for(&self, pid: u32, path: &CStr) -> Seen {
-        match self.recent_refresh.recall(pid, path) {
+        self.refresh_kept(pid, path, || false)
+    }
+
+    /// `refresh_for`; with `across_locks`, a refresh that found the name stands through a box
+    /// lock create (a ref-store directory git never removes: ADR 0052).
+    fn refresh_kept(&self, pid: u32, path: &CStr, across_locks: impl FnOnce() -> bool) -> Seen {
+        match self.recent_refresh.recall_kept(pid, path, across_locks) {
             None => {
                 let generation = self.lower.name_generation(path);
                 let seen = self.lower.refresh(path);
@@ -295,9 +301,11 @@ impl<L: Layer> Core<L> {
     }
 
     /// `refresh_for` when names of `class` are refreshed (live names); else nothing is learned.
-    fn refresh_live(&self, class: Class, pid: u32, path: &CStr) -> Seen {
+    /// `never_removed` says whether the name is a directory git never removes (asked only when
+    /// the process found it present before a lock: `RecentRefresh::recall_kept`).
+    fn refresh_live(&self, class: Class, pid: u32, path: &CStr, never_removed: impl FnOnce() -> bool) -> Seen {
         if self.policy(class).refresh {
-            self.refresh_for(pid, path)
+            self.refresh_kept(pid, path, never_removed)
         } else {
             Seen::Unknown
         }
@@ -430,7 +438,7 @@ impl<L: Layer> Core<L> {
             // The sync point read again on purpose: the seed or reverse heal above may have just moved it.
             self.note_index_read(parent, pid);
         }
-        let seen = self.refresh_live(guess, pid, path);
+        let seen = self.refresh_live(guess, pid, path, || self.ref_dir_never_removed_at(parent, name, path));
         self.guard_lookup(parent, guess, &child, pid, seen);
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
@@ -451,6 +459,7 @@ impl<L: Layer> Core<L> {
         };
         let fresh = st.as_ref().map(|st| self.inodes.id_for(st));
         let (answer, ttl) = self.layer.answer(&LookupView { parent, name, class, fresh });
+        let ttl = ttl.or_else(|| st.as_ref().and_then(|st| self.never_removed_dir_ttl(parent, name, class, st)));
         let result = match (answer, st) {
             (Answer::Old(old), _) if Some(old) != fresh && self.inodes.add_lookup(old) => {
                 let st = self.inodes.with(old, |n| n.pinned.clone())?;

@@ -369,8 +369,17 @@ impl<L: Layer> Core<L> {
         let base = self.layer.names().base();
         let tmp = gitdir.join(format!("{base}.tmp.{}", std::process::id()));
         let ctmp = cpath(&tmp);
-        let _ = self.lower.unlink(&ctmp, false);
-        if let Ok(fd) = self.lower.open_at(&ctmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
+        let create = || self.lower.open_at(&ctmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644);
+        // A temporary left by a seamfs that died mid-write is removed only when met: an unlink
+        // before every create cost the share a round trip per ref move.
+        let created = match create() {
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {
+                let _ = self.lower.unlink(&ctmp, false);
+                create()
+            }
+            other => other,
+        };
+        if let Ok(fd) = created {
             // Owned like the git dir, so its owner can remove the repository.
             if let Ok(st) = self.lower.stat(&cpath(gitdir)) {
                 use std::os::fd::AsRawFd;

@@ -5,7 +5,7 @@
 //! commit that read the index before a box commit's heal was installed, and locked after, puts
 //! the pre-heal index back; its own commit fails git's compare-and-swap, but the index now lacks
 //! the box's commit under a HEAD that has it, and the host's next commit takes the box's work
-//! back. seamfs cannot stop a host git from writing its index, so for [`WATCH_FOR`] after each
+//! back. seamfs cannot stop a host git from writing its index, so for two seconds after each
 //! install one thread looks for exactly that write-back: an index whose entries are the
 //! pre-heal index's while HEAD is still the box's commit. It heals that index again and leaves
 //! it as a proposal on those very bytes, which seamd installs under `index.lock` only while the
@@ -24,17 +24,12 @@ use crate::heal::{entries_digest, heal_owned, HealOptions, HealOutcome};
 use crate::index::names::SHARED_INDEX;
 use crate::lower::Lower;
 
-/// How long after an install a write-back is looked for: a host git's read of the index and
-/// its lock are milliseconds apart, more on a large index (its preload).
-pub const WATCH_FOR: Duration = Duration::from_secs(2);
-/// The first look at the watched index comes this long after the install, and the gap between
-/// looks doubles up to [`LONGEST_GAP`] (a refresh and a stat through the share each, on this
-/// thread: the box's git does not wait for it). A host git's read and lock are usually close,
-/// so a write-back comes early and is caught early; six looks instead of twenty cost the guest
-/// fewer share round trips per box commit (ADR 0051 amended).
-const FIRST: Duration = Duration::from_millis(100);
-/// The longest gap between two looks.
-const LONGEST_GAP: Duration = Duration::from_millis(400);
+/// When a watch looks, after the install: early first (a host git's read of the index and its
+/// lock are usually milliseconds apart, so a write-back comes early), then every 400 ms until
+/// two seconds have passed (more on a large index: its preload). Each look is a refresh and a
+/// stat through the share on this thread; six looks instead of twenty cost the guest fewer
+/// share round trips per box commit (ADR 0051 amended).
+const LOOKS_AT_MS: [u64; 6] = [100, 300, 700, 1100, 1500, 1900];
 
 /// One installed heal being watched.
 pub(crate) struct Watch {
@@ -58,7 +53,7 @@ pub(crate) fn identity(st: &libc::stat) -> (u64, i64, i64, i64) {
 
 static QUEUE: OnceLock<Mutex<mpsc::Sender<Watch>>> = OnceLock::new();
 
-/// Watches `w` for [`WATCH_FOR`], on the one watcher thread (started on first use).
+/// Watches `w` for two seconds ([`LOOKS_AT_MS`]), on the one watcher thread (started on first use).
 pub(crate) fn watch(w: Watch) {
     let q = QUEUE.get_or_init(|| {
         let (tx, rx) = mpsc::channel();
@@ -70,61 +65,34 @@ pub(crate) fn watch(w: Watch) {
     let _ = q.lock().send(w);
 }
 
-/// When a watch looks: [`FIRST`] after the install, then with the gap doubling up to
-/// [`LONGEST_GAP`], until [`WATCH_FOR`] has passed.
-#[derive(Debug)]
-struct Schedule {
-    until: Instant,
-    next: Instant,
-    gap: Duration,
+/// When the look after `made` looks is due, for a heal installed at `installed`; None after the
+/// last.
+fn look_due(installed: Instant, made: usize) -> Option<Instant> {
+    LOOKS_AT_MS.get(made).map(|ms| installed + Duration::from_millis(*ms))
 }
 
-/// What a watch does at a tick.
-#[derive(Debug, PartialEq, Eq)]
-enum Due {
-    Over,
-    Wait,
-    Look,
-}
-
-impl Schedule {
-    fn new(now: Instant) -> Schedule {
-        Schedule { until: now + WATCH_FOR, next: now + FIRST, gap: FIRST }
-    }
-
-    fn due(&self, now: Instant) -> Due {
-        if now >= self.until {
-            Due::Over
-        } else if now < self.next {
-            Due::Wait
-        } else {
-            Due::Look
-        }
-    }
-
-    /// After a look at `now`: the next comes a doubled gap later.
-    fn looked(&mut self, now: Instant) {
-        self.gap = (self.gap * 2).min(LONGEST_GAP);
-        self.next = now + self.gap;
-    }
-}
-
-/// A watch with its schedule.
+/// A watch with the install's time and the looks made.
 struct Watched {
     w: Watch,
-    when: Schedule,
+    installed: Instant,
+    looks: usize,
 }
 
 impl Watched {
-    /// Looks if its time has come; false when the watch is over.
+    /// When its next look is due; None once it has made them all.
+    fn next(&self) -> Option<Instant> {
+        look_due(self.installed, self.looks)
+    }
+
+    /// Looks if its time has come; false when the watch is over (all looks made, or the
+    /// write-back found).
     fn tick(&mut self, now: Instant) -> bool {
-        match self.when.due(now) {
-            Due::Over => false,
-            Due::Wait => true,
-            Due::Look if look(&mut self.w) => false,
-            Due::Look => {
-                self.when.looked(now);
-                true
+        match self.next() {
+            None => false,
+            Some(at) if now < at => true,
+            Some(_) => {
+                self.looks += 1;
+                !look(&mut self.w) && self.next().is_some()
             }
         }
     }
@@ -133,14 +101,14 @@ impl Watched {
 fn run(rx: mpsc::Receiver<Watch>) {
     let mut watched: Vec<Watched> = Vec::new();
     loop {
-        let next = match watched.iter().map(|x| x.when.next).min() {
+        let next = match watched.iter().filter_map(Watched::next).min() {
             None => rx.recv().ok(),
             Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())).ok(),
         };
         if let Some(w) = next {
             // A later heal of the same git dir supersedes the earlier one's watch.
             watched.retain(|o| o.w.gitdir != w.gitdir);
-            watched.push(Watched { w, when: Schedule::new(Instant::now()) });
+            watched.push(Watched { w, installed: Instant::now(), looks: 0 });
             continue;
         }
         let now = Instant::now();
@@ -189,19 +157,9 @@ mod tests {
     #[test]
     fn a_watch_looks_six_times_early_first_within_its_two_seconds() {
         let t0 = Instant::now();
-        let mut s = Schedule::new(t0);
-        let mut looks = Vec::new();
-        for ms in 0..=3000u64 {
-            let now = t0 + Duration::from_millis(ms);
-            match s.due(now) {
-                Due::Over => break,
-                Due::Wait => {}
-                Due::Look => {
-                    looks.push(ms);
-                    s.looked(now);
-                }
-            }
-        }
+        let looks: Vec<u64> = (0..).map_while(|n| look_due(t0, n)).map(|at| (at - t0).as_millis() as u64).collect();
         assert_eq!(looks, [100, 300, 700, 1100, 1500, 1900]);
+        assert!(looks.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] <= 400), "early first, then at most 400 ms apart");
+        assert!(*looks.last().unwrap() < 2000, "every look within two seconds of the install");
     }
 }

@@ -1,7 +1,8 @@
 //! What seamfs does for git at the passthrough's operations, kept out of `core` so the core is
 //! the passthrough alone: judging locks and ref moves (`guard`), the heal sealed to a ref move
 //! (`heal_seal`), the box's own index (`index_split`), `.git` files naming git dirs elsewhere
-//! (`dotgit`) and the `user.seamfs.verdict` attribute (`verdict_xattr`).
+//! (`dotgit`), the ref-store directories a lock need not refresh again (`ref_dirs`) and the
+//! `user.seamfs.verdict` attribute (`verdict_xattr`).
 //!
 //! Each is an `impl Core` block the core calls at a named point (a lookup, a create, a rename,
 //! a getxattr); none of them answers a FUSE request on its own.
@@ -11,4 +12,5 @@ mod guard;
 mod heal_seal;
 mod heal_watch;
 mod index_split;
+mod ref_dirs;
 mod verdict_xattr;

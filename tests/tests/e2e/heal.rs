@@ -95,6 +95,26 @@ fn box_commit_heals_the_host_index_at_once() {
     env.finish();
 }
 
+/// A sync point's temporary left behind (a seamfs that died mid-write, whose pid the running one
+/// now has) does not keep the sync point from moving: the create meets it, removes it and
+/// writes the record (the unlink is no longer made before every create).
+#[test]
+fn a_stale_sync_point_temporary_is_replaced() {
+    let env = Env::new("heal-stale-tmp", &[]);
+    let r = env.host_repo("repo", FILES);
+    box_commit(&env, &r, "b.txt");
+    let base = format!("{}.seam-base", env.mount.index_box());
+    let tmp = r.h(".git").join(format!("{base}.tmp.{}", env.mount.daemon_pid()));
+    write(&tmp, "0000000000000000000000000000000000000000");
+    box_commit(&env, &r, "c.txt");
+    let head = env.host(&r, &["rev-parse", "HEAD"]);
+    let synced = std::fs::read_to_string(r.h(".git").join(&base)).expect("read the sync point");
+    assert_eq!(synced.trim(), head.trim(), "the sync point did not follow the box's commit past a stale temporary:\n{}", env.log());
+    assert!(!tmp.exists(), "the stale temporary is still there");
+    assert!(status(&env.git, &r.host).is_empty(), "host status right after the box commit:\n{}", env.log());
+    env.finish();
+}
+
 #[test]
 fn host_staging_survives_a_box_commit() {
     let env = Env::new("heal-carry", &[]);

@@ -21,6 +21,21 @@ fn refreshes(m: &Mount) -> u64 {
         .unwrap_or_else(|| panic!("no refreshes= line in user.seamfs.status:\n{text}"))
 }
 
+/// Runs `round` until one run of it takes less than `limit` (a count made in a round that took
+/// longer would measure a window, not what the test means), and returns that run's result;
+/// fails after 20 tries.
+fn in_a_quick_round<T>(limit: std::time::Duration, mut round: impl FnMut() -> T) -> T {
+    for attempt in 0..20 {
+        let t = Instant::now();
+        let r = round();
+        if t.elapsed() < limit {
+            eprintln!("attempt {attempt} took {:?}", t.elapsed());
+            return r;
+        }
+    }
+    panic!("no round took under {limit:?}: the machine is too loaded to tell");
+}
+
 fn repo(backing: &Path) -> std::path::PathBuf {
     let git = Git::new();
     let host = backing.join("repo");
@@ -108,8 +123,7 @@ fn a_box_lock_makes_the_next_stat_refresh_again() {
     let m = &f.m;
     let head = m.join("repo/.git/HEAD");
     let lock = m.join("repo/.git/refs/heads/probe.lock");
-    for attempt in 0..20 {
-        let t = Instant::now();
+    let (r1, r2, r3, r4) = in_a_quick_round(std::time::Duration::from_millis(40), || {
         std::fs::symlink_metadata(&head).expect("lstat HEAD");
         let r1 = refreshes(m);
         std::fs::symlink_metadata(&head).expect("lstat HEAD again");
@@ -119,16 +133,76 @@ fn a_box_lock_makes_the_next_stat_refresh_again() {
         std::fs::symlink_metadata(&head).expect("lstat HEAD under the lock");
         let r4 = refreshes(m);
         std::fs::remove_file(&lock).expect("remove the lock");
-        if t.elapsed().as_millis() >= 40 {
-            continue;
-        }
-        eprintln!("attempt {attempt}: again {} refreshes, under the lock {}", r2 - r1, r4 - r3);
-        assert_eq!(r2, r1, "a second stat within the window refreshed: the memo is off");
-        assert!(r4 > r3, "HEAD was not revalidated after a box lock create: the barrier is gone");
-        f.m.unmount();
-        return;
-    }
-    panic!("no round of four stats and a lock took under 40 ms: the machine is too loaded to tell");
+        (r1, r2, r3, r4)
+    });
+    eprintln!("again {} refreshes, under the lock {}", r2 - r1, r4 - r3);
+    assert_eq!(r2, r1, "a second stat within the window refreshed: the memo is off");
+    assert!(r4 > r3, "HEAD was not revalidated after a box lock create: the barrier is gone");
+    f.m.unmount();
+}
+
+/// The ref-store directories git never removes (`refs`, `refs/heads`, ...) are not refreshed
+/// again after a box lock (ADR 0052): git reads files under a lock, and these directories are
+/// still the ones the process found. A branch directory git prunes when empty
+/// (`refs/heads/topic/`) is refreshed again, which shows the count counts. Between the lock and
+/// the stats the kernel's attributes of both expire (50 ms), so both stats reach seamfs.
+#[test]
+fn a_box_lock_does_not_refresh_the_ref_directories_git_never_removes_again() {
+    let f = seamfs_over_repo("refdirs", &["--ttl", "1"]);
+    Git::new().run(&f.host, &["branch", "topic/x"]);
+    let m = &f.m;
+    let heads = m.join("repo/.git/refs/heads");
+    let topic = m.join("repo/.git/refs/heads/topic");
+    let lock = m.join("repo/.git/refs/heads/probe.lock");
+    // Within the process's window (the TTL, 1 s), or the window and not the lock decides.
+    let (r1, r2, r3) = in_a_quick_round(std::time::Duration::from_millis(600), || {
+        sys::lstat(&heads).expect("lstat refs/heads");
+        sys::lstat(&topic).expect("lstat refs/heads/topic");
+        std::fs::write(&lock, "").expect("create a box lock");
+        std::thread::sleep(std::time::Duration::from_millis(120));
+        let r1 = refreshes(m);
+        sys::lstat(&heads).expect("lstat refs/heads under the lock");
+        let r2 = refreshes(m);
+        sys::lstat(&topic).expect("lstat refs/heads/topic under the lock");
+        let r3 = refreshes(m);
+        std::fs::remove_file(&lock).expect("remove the lock");
+        (r1, r2, r3)
+    });
+    eprintln!("under the lock refs/heads {} refreshes, refs/heads/topic {}", r2 - r1, r3 - r2);
+    assert!(r3 > r2, "refs/heads/topic was not revalidated after a box lock: the count is not counting");
+    assert_eq!(r2, r1, "refs/heads was revalidated again after a box lock: ADR 0052's directories are refreshed");
+    f.m.unmount();
+}
+
+/// The kernel keeps the entries of the ref-store directories git never removes as long as the
+/// git dir's own (ADR 0052): a walk of `refs/heads/main` 300 ms after another asks seamfs for
+/// neither `refs` nor `heads` (the ref-store TTL, 100 ms, had the kernel look both up again).
+/// A branch directory git prunes keeps the short TTL: its walk asks again.
+#[test]
+fn the_kernel_keeps_the_ref_directories_git_never_removes() {
+    let f = seamfs_over_repo("refdir-ttl", &["--ttl", "1"]);
+    Git::new().run(&f.host, &["branch", "topic/x"]);
+    let m = &f.m;
+    let main = m.join("repo/.git/refs/heads/main");
+    let main = if main.exists() { main } else { m.join("repo/.git/refs/heads/master") };
+    let x = m.join("repo/.git/refs/heads/topic/x");
+    let mut attempt = 0;
+    let (kept, pruned) = in_a_quick_round(std::time::Duration::from_millis(800), || {
+        attempt += 1;
+        sys::lstat(&main).expect("lstat the branch");
+        sys::lstat(&x).expect("lstat topic/x");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let trace = FuseRequests::of(m.path(), &format!("refdir-ttl-{attempt}"));
+        sys::lstat(&main).expect("lstat the branch again");
+        let (kept, _) = trace.count("FUSE_LOOKUP");
+        trace.clear();
+        sys::lstat(&x).expect("lstat topic/x again");
+        (kept, trace.count("FUSE_LOOKUP").0)
+    });
+    eprintln!("LOOKUPs walking refs/heads/<branch> again {kept}, refs/heads/topic/x again {pruned}");
+    assert!(pruned >= 1, "refs/heads/topic was not looked up again past the ref-store TTL: the count is not counting");
+    assert_eq!(kept, 0, "the kernel looked refs or refs/heads up again within the git dir's TTL");
+    f.m.unmount();
 }
 
 /// One process's refresh of a live name stands for the share's own TTL, not 50 ms (ADR 0033):
