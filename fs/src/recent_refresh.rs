@@ -117,16 +117,21 @@ impl RecentRefresh {
         let now = Instant::now();
         let epoch = self.epoch.load(Ordering::Acquire);
         let within = |r: &Refreshed| now.duration_since(r.when) < self.window;
-        // Asked outside the memo's lock: it may look at the lower.
         let before_a_lock = |r: &Refreshed| within(r) && r.epoch != epoch && r.learned.0 == Seen::Present;
         let found_before_a_lock = self.seen.get(&pid).is_some_and(|names| names.iter().any(|r| r.path.as_c_str() == path && before_a_lock(r)));
+        // Asked outside the memo's lock: it may look at the lower.
         let kept = found_before_a_lock && across_locks();
         if self.seen.len() >= MAX_PIDS && !self.seen.contains_key(&pid) {
             self.seen.clear();
         }
         let mut names = self.seen.entry(pid).or_default();
         match names.iter_mut().find(|r| r.path.as_c_str() == path) {
-            Some(r) if within(r) && (r.epoch == epoch || kept && before_a_lock(r)) => Some(r.learned),
+            Some(r) if within(r) && r.epoch == epoch => Some(r.learned),
+            // Kept through the lock: it stands under this one, so the next look needs no asking.
+            Some(r) if kept && before_a_lock(r) => {
+                r.epoch = epoch;
+                Some(r.learned)
+            }
             Some(r) => {
                 (r.when, r.epoch, r.learned, r.sized, r.read) = (now, epoch, (Seen::Unknown, 0), None, None);
                 None
@@ -239,7 +244,9 @@ mod tests {
         r.learned(7, c".git/refs", Seen::Present, 0);
         r.barrier();
         assert_eq!(r.recall_kept(7, c".git/refs", || true), Some((Seen::Present, 0)), "kept through the lock");
-        assert!(r.recall_kept(7, c".git/refs", || false).is_none(), "anything else refreshes again under the lock");
+        assert_eq!(r.recall_kept(7, c".git/refs", || false), Some((Seen::Present, 0)), "kept under this lock: not asked again");
+        r.barrier();
+        assert!(r.recall_kept(7, c".git/refs", || false).is_none(), "a name not kept refreshes again under a new lock");
         // Found missing: it may be made any moment, so a lock makes it refresh again.
         assert!(r.recall_kept(7, c".git/refs/remotes", || true).is_none());
         r.learned(7, c".git/refs/remotes", Seen::Missing, 0);

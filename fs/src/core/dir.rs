@@ -245,7 +245,10 @@ impl<L: Layer> Core<L> {
             self.inodes.found(crate::inode::Found { parent: dir, name: lower, st: &st, class, fresh: false, live_kept: self.live_entries_kept() }, None)
         };
         let p = self.policy(class);
-        Some(Entry { attr: to_attr(id, &st), entry_ttl: p.entry_ttl, attr_ttl: p.attr_ttl, generation: self.inodes.generation(id) })
+        // A listing's entry sets the kernel's TTL of a name it already knows too: `refs/heads`
+        // listed in `refs/` must keep the TTL its lookup gave it (ADR 0052).
+        let entry_ttl = self.never_removed_dir_ttl(dir, name, class, &st).unwrap_or(p.entry_ttl);
+        Some(Entry { attr: to_attr(id, &st), entry_ttl, attr_ttl: p.attr_ttl, generation: self.inodes.generation(id) })
     }
 
     /// RELEASEDIR.

@@ -175,8 +175,9 @@ fn a_box_lock_does_not_refresh_the_ref_directories_git_never_removes_again() {
 }
 
 /// The kernel keeps the entries of the ref-store directories git never removes as long as the
-/// git dir's own (ADR 0052): a walk of `refs/heads/main` 300 ms after another asks seamfs for
-/// neither `refs` nor `heads` (the ref-store TTL, 100 ms, had the kernel look both up again).
+/// git dir's own (ADR 0052), whether its lookup or a listing of `refs/` gave them: a walk of
+/// `refs/heads/main` 300 ms after another asks seamfs for neither `refs` nor `heads` (the
+/// ref-store TTL, 100 ms, had the kernel look both up again).
 /// A branch directory git prunes keeps the short TTL: its walk asks again.
 #[test]
 fn the_kernel_keeps_the_ref_directories_git_never_removes() {
@@ -191,6 +192,8 @@ fn the_kernel_keeps_the_ref_directories_git_never_removes() {
         attempt += 1;
         sys::lstat(&main).expect("lstat the branch");
         sys::lstat(&x).expect("lstat topic/x");
+        // A listing of `refs/` (READDIRPLUS) sets the TTL of `heads` again: it must keep it.
+        std::fs::read_dir(m.join("repo/.git/refs")).expect("list refs").for_each(drop);
         std::thread::sleep(std::time::Duration::from_millis(300));
         let trace = FuseRequests::of(m.path(), &format!("refdir-ttl-{attempt}"));
         sys::lstat(&main).expect("lstat the branch again");
