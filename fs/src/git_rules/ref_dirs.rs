@@ -24,13 +24,13 @@ impl<L: Layer> Core<L> {
     /// True when directory node `id` is one git never removes ([`ref_dir_never_removed`]).
     pub(crate) fn ref_dir_never_removed(&self, id: u64) -> bool {
         let Ok((parent, name)) = self.inodes.with(id, |n| (n.parent, n.name.clone())) else { return false };
-        self.in_ref_store_never_removed(parent, name)
+        self.in_ref_store_never_removed(parent, &name)
     }
 
     /// True when `name` in directory node `parent` is one git never removes and the lower holds
     /// a directory at `path` (its own entry: nothing is asked of the share's server).
     pub(crate) fn ref_dir_never_removed_at(&self, parent: u64, name: &OsStr, path: &CStr) -> bool {
-        self.in_ref_store_never_removed(parent, Arc::from(name))
+        self.in_ref_store_never_removed(parent, name)
             && self.lower.stat(path).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
     }
 
@@ -41,24 +41,25 @@ impl<L: Layer> Core<L> {
     /// asked seamfs for `refs`, `refs/heads` and `refs/tags` again several times per command.
     pub(crate) fn never_removed_dir_ttl(&self, parent: u64, name: &OsStr, class: Class, st: &libc::stat) -> Option<Duration> {
         let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        (class == Class::RefDir && dir && self.in_ref_store_never_removed(parent, Arc::from(name)))
+        (class == Class::RefDir && dir && self.in_ref_store_never_removed(parent, name))
             .then(|| self.policy(Class::GitDir).entry_ttl)
     }
 
     /// Walks up from `parent` through ref-store directories to a git dir, and judges the path
     /// of `name` below it.
-    fn in_ref_store_never_removed(&self, parent: u64, name: Arc<OsStr>) -> bool {
-        let mut names = vec![name];
+    /// Only the ancestors' names are held (the node table's own `Arc`s): this runs on lookups.
+    fn in_ref_store_never_removed(&self, parent: u64, name: &OsStr) -> bool {
+        let mut above: Vec<Arc<OsStr>> = Vec::with_capacity(DEEPEST);
         let mut at = parent;
-        while names.len() <= DEEPEST {
+        while above.len() < DEEPEST {
             let Ok((class, up, own)) = self.inodes.with(at, |n| (n.class, n.parent, n.name.clone())) else { return false };
             match class {
                 Class::GitDir => {
-                    let below: Vec<&[u8]> = names.iter().rev().map(|n| n.as_bytes()).collect();
+                    let below: Vec<&[u8]> = above.iter().rev().map(|n| n.as_bytes()).chain([name.as_bytes()]).collect();
                     return ref_dir_never_removed(&below);
                 }
                 Class::RefDir => {
-                    names.push(own);
+                    above.push(own);
                     at = up;
                 }
                 _ => return false,
