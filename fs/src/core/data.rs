@@ -67,6 +67,20 @@ pub(crate) fn stamp(st: &libc::stat) -> u64 {
     h.max(1)
 }
 
+/// A stamp of a live file's bytes as a snapshot open read them (ADR 0053): over 9p
+/// `cache=loose` the lower's stat of a file changed in place stays what the guest first saw, so
+/// the bytes, not the stat, tell whether the node's pages still hold the file. Never 0.
+pub(crate) fn bytes_stamp(ino: u64, bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0x6c62_272e_07bb_0142 ^ ino;
+    for chunk in bytes.chunks(8) {
+        let mut v = [0u8; 8];
+        v[..chunk.len()].copy_from_slice(chunk);
+        h = (h ^ u64::from_le_bytes(v)).wrapping_mul(0x0000_0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    (h ^ bytes.len() as u64).wrapping_mul(0x0000_0100_0000_01b3).max(1)
+}
+
 /// Live files up to this size are opened from their bytes on a lower that never revalidates
 /// (ADR 0048): the size up to which ADR 0046 remembers them.
 const SNAPSHOT_MAX: u64 = crate::lower_recent_read::MAX_BYTES as u64;
@@ -316,25 +330,44 @@ impl<L: Layer> Core<L> {
     /// as the open's refresh stands (recalled from the bytes read under it, ADR 0046), and the
     /// handle's reads are served from those bytes (ADR 0048). git opens, reads to the end and
     /// closes; the lower file is opened only if a call on the handle needs it.
+    ///
+    /// A ref, `HEAD` or `config` (ADR 0040's files) is a page-cache open, kept while its bytes
+    /// are the ones the node's pages hold (ADR 0053): git reads it again without a READ.
     fn open_snapshot(&self, id: u64, flags: i32, class: Class, dev: u64, ino: u64) -> Result<Option<Opened>, Errno> {
         if class != Class::LiveRef || !read_only(flags) || self.lower.stale_pages().is_none() || self.handles.writer_of(id).is_some() {
             return Ok(None);
         }
         let path = self.inodes.path(id)?;
+        // Counted before the name is read, as ADR 0040's opens are: a GETATTR that finds the
+        // name moved on from here gives the node no other file's size.
+        let slot = self.snapshot_page_cache(&path).then(|| CachedSlot::enter(&self.handles, id));
         // Absent, not a regular file or larger: the open below answers as it always has.
         let Ok(Some((bytes, st))) = self.lower.read_regular(&path, SNAPSHOT_MAX) else { return Ok(None) };
         if !same_file(&st, dev, ino) {
             return Ok(None);
         }
         let size = bytes.len() as u64;
-        let (fopen, passthrough) = self.fopen_flags(id, size, flags, false)?;
+        // The kernel cuts a page-cache read at the node's size, which comes from the lower's
+        // stat: only bytes of that very size go through the page cache.
+        let slot = slot.filter(|_| st.st_size as u64 == size);
+        let (fopen, passthrough) = self.fopen_flags(id, size, flags, slot.is_some())?;
         if passthrough {
             return Ok(None);
         }
         self.drop_other_files_attrs(id, &st);
-        tracing::debug!(name = ?path, size, "opened from the bytes read under its refresh");
+        tracing::debug!(name = ?path, size, page_cache = slot.is_some(), "opened from the bytes read under its refresh");
+        // The lower's stat never changes for a file changed in place on the host: the bytes
+        // themselves are what the node's pages must hold to be kept.
+        let stamp = if slot.is_some() { bytes_stamp(st.st_ino, &bytes) } else { stamp(&st) };
+        let counted = slot.map(CachedSlot::keep).is_some();
         let snapshot = Some(Arc::from(bytes));
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: stamp(&st), counted: false, snapshot }))
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp, counted, snapshot }))
+    }
+
+    /// A snapshot open that goes through the page cache (ADR 0053): ADR 0040's files while the
+    /// kernel keeps live refs' entries.
+    fn snapshot_page_cache(&self, path: &CStr) -> bool {
+        self.live_entries_kept() && crate::policy::read_through_page_cache(path)
     }
 
     /// The lower file of an open handle, opened now if the open was deferred. A deferred file
@@ -515,7 +548,22 @@ impl<L: Layer> Core<L> {
         if n < 0 {
             return Err(Errno::from(std::io::Error::last_os_error()));
         }
+        self.drop_pages_written_under(h.node);
         Ok(n as u32)
+    }
+
+    /// An in-place write to a live ref that other opens read through the page cache (ADR 0040,
+    /// 0053): their pages no longer hold the file, and a reader holding it open must see the
+    /// write, so the kernel drops them. The notify takes no lock a WRITE holds (only pages).
+    fn drop_pages_written_under(&self, node: u64) {
+        if self.handles.cached_opens(node) == 0 || self.class_of(node) != Ok(Class::LiveRef) {
+            return;
+        }
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(fuser::INodeNo(node), 0, 0) {
+                tracing::debug!(node, error = %e, "could not drop the pages of a live ref written in place");
+            }
+        }
     }
 
     /// FLUSH: close a duplicate, so the lower sees a close as it would without seamfs.
@@ -706,6 +754,59 @@ mod snapshot_tests {
         assert!(again.fd.is_some() && again.snapshot.is_none(), "no snapshot while the box has the file open for writing");
         c.release(writer);
         c.release(reader);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An open of `id` as the kernel would get it answered: its flags, and whether it is counted
+    /// as a page-cache open; the handle is registered.
+    fn settle(c: &Core<GitLayer>, id: u64, pid: u32) -> (fuser::FopenFlags, bool, u64) {
+        let o = c.open(id, libc::O_RDONLY, pid).unwrap();
+        assert!(o.fd.is_none() && o.snapshot.is_some(), "opened from its bytes");
+        let counted = o.counted;
+        let flags = if counted { c.cached_open_flags(&o) } else { o.flags };
+        (flags, counted, c.register(o, counted))
+    }
+
+    #[test]
+    fn a_ref_opened_from_its_bytes_is_read_through_the_page_cache_kept_while_they_are_the_same() {
+        use fuser::FopenFlags;
+        crate::core::AS_IF_MOUNTED.with(|m| m.set(true));
+        let (dir, c, pid, id) = head("pages", true);
+        assert!(c.live_entries_kept());
+        let (flags, counted, fh) = settle(&c, id, pid);
+        assert!(counted && !flags.contains(FopenFlags::FOPEN_DIRECT_IO), "HEAD goes through the page cache: {flags:?}");
+        assert!(!flags.contains(FopenFlags::FOPEN_KEEP_CACHE), "the first open has no pages to keep");
+        assert_eq!(c.handles.cached_opens(id), 1, "counted on its node while open (ADR 0040's ESTALE rule)");
+        assert_eq!(c.read(fh, 0, 4096).unwrap(), HEAD, "the kernel fills its pages from the bytes");
+        c.release(fh);
+        assert_eq!(c.handles.cached_opens(id), 0);
+        let (flags, _, fh) = settle(&c, id, pid);
+        assert!(flags.contains(FopenFlags::FOPEN_KEEP_CACHE), "the same bytes again: the pages are kept");
+        c.release(fh);
+        // Changed in place on the host (same inode, same length): the lower's stat cannot tell
+        // over 9p cache=loose, the bytes do.
+        std::fs::OpenOptions::new().write(true).open(dir.join(".git/HEAD")).and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(b"ref: refs/heads/next\n")
+        }).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100)); // past the process's refresh window
+        let (flags, _, fh) = settle(&c, id, pid);
+        assert!(!flags.contains(FopenFlags::FOPEN_KEEP_CACHE), "other bytes: the kernel drops the pages");
+        assert_eq!(c.read(fh, 0, 4096).unwrap(), b"ref: refs/heads/next\n");
+        c.release(fh);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn packed_refs_opened_from_its_bytes_stays_direct() {
+        crate::core::AS_IF_MOUNTED.with(|m| m.set(true));
+        let (dir, c, pid, _) = head("packed", true);
+        std::fs::write(dir.join(".git/packed-refs"), "# pack-refs with: peeled fully-peeled sorted \n").unwrap();
+        let git = c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0;
+        let id = c.lookup(git, OsStr::new("packed-refs"), pid).unwrap().attr.ino.0;
+        let (flags, counted, fh) = settle(&c, id, pid);
+        assert!(!counted && flags.contains(fuser::FopenFlags::FOPEN_DIRECT_IO), "git checks its snapshot by the name's stat: {flags:?}");
+        c.release(fh);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

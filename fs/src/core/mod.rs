@@ -228,7 +228,7 @@ impl<L: Layer> Core<L> {
 
     pub(crate) fn policy(&self, class: Class) -> CachePolicy {
         let p = self.layer.cache(class);
-        if class == Class::LiveRef && self.notifier.get().is_none() {
+        if class == Class::LiveRef && self.notifier.get().is_none() && !as_if_mounted() {
             // Nothing could drop a stale copy at an open (ADR 0036) or a box lock (ADR 0038;
             // the share emulator keeps its entries: that is its fault model).
             let entry_ttl = if self.layer.guards() { Duration::ZERO } else { p.entry_ttl };
@@ -610,6 +610,23 @@ fn node_attr(id: u64, class: Class, st: &libc::stat, inodes: &InodeTable) -> Fil
         return to_attr(inodes.id_for(st), st);
     }
     to_attr(id, st)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A unit test's core on this thread keeps live refs' entries as a mounted one does, though
+    /// it has no notifier (there is no kernel to notify).
+    pub(crate) static AS_IF_MOUNTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+fn as_if_mounted() -> bool {
+    AS_IF_MOUNTED.with(|m| m.get())
+}
+
+#[cfg(not(test))]
+fn as_if_mounted() -> bool {
+    false
 }
 
 /// Removes dead box processes' locks and forgets their baselines, for the life of the daemon.
