@@ -70,15 +70,12 @@ pub(crate) fn stamp(st: &libc::stat) -> u64 {
 /// A stamp of a live file's bytes as a snapshot open read them (ADR 0053): over 9p
 /// `cache=loose` the lower's stat of a file changed in place stays what the guest first saw, so
 /// the bytes, not the stat, tell whether the node's pages still hold the file. Never 0.
+/// Hashed as the listing and guard tags are (SipHash, not a byte-mixing loop of its own).
 pub(crate) fn bytes_stamp(ino: u64, bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0x6c62_272e_07bb_0142 ^ ino;
-    for chunk in bytes.chunks(8) {
-        let mut v = [0u8; 8];
-        v[..chunk.len()].copy_from_slice(chunk);
-        h = (h ^ u64::from_le_bytes(v)).wrapping_mul(0x0000_0100_0000_01b3);
-        h ^= h >> 29;
-    }
-    (h ^ bytes.len() as u64).wrapping_mul(0x0000_0100_0000_01b3).max(1)
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (ino, bytes).hash(&mut h);
+    h.finish().max(1)
 }
 
 /// Live files up to this size are opened from their bytes on a lower that never revalidates
