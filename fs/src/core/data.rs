@@ -462,10 +462,16 @@ impl<L: Layer> Core<L> {
         // Only a file this call made is the caller's: an existing one opened without O_EXCL
         // (`touch`, `>>`) may be a live lock of someone else.
         let made = attempt.is_ok();
+        if class == crate::policy::Class::Lock && !made {
+            self.guard_lock_not_made(&child, who.pid);
+        }
         let fd = match attempt {
             Ok(fd) => {
                 if let Err(e) = self.give_to(parent, &path, who) {
                     let _ = self.lower.unlink(&path, false);
+                    if class == crate::policy::Class::Lock {
+                        self.guard_lock_not_made(&child, who.pid);
+                    }
                     return Err(e);
                 }
                 fd

@@ -641,6 +641,7 @@ fn start_reaper(judge: Arc<Judge>, lower: Lower, box_id: String) {
             ticks = ticks.wrapping_add(1);
             if ticks % 25 == 0 {
                 judge.tracker.prune();
+                judge.heal_locks.prune_dead();
             }
         }
     });

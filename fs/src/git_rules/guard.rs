@@ -270,6 +270,10 @@ impl<L: Layer> Core<L> {
             return self.seed_index(parent);
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(()) };
+        if rel == "HEAD.lock" {
+            self.take_heal_lock_before(&gitdir, &rel, child, pid);
+            return Ok(());
+        }
         let Some(name) = rel.strip_suffix(".lock").filter(|n| n.starts_with("refs/heads/")) else { return Ok(()) };
         let g = GitDirRef::open(&self.lower, gitdir.clone());
         let deadline = Instant::now() + self.opts.lock_wait;
@@ -280,6 +284,7 @@ impl<L: Layer> Core<L> {
             }
             crate::refresh_scope::pause(Duration::from_millis(10));
         }
+        self.take_heal_lock_before(&gitdir, &rel, child, pid);
         Ok(())
     }
 
@@ -393,6 +398,7 @@ impl<L: Layer> Core<L> {
             return;
         }
         self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &child.path);
+        self.release_heal_locks(&child.path, None);
         self.judge.locks.released(&child.path);
         if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
             if let Some((gitdir, _)) = self.in_git_dir(parent, &child.lower) {
@@ -416,10 +422,19 @@ impl<L: Layer> Core<L> {
         self.judge.index_exclusion.before_work_tree_change(&self.lower, &self.judge.locks, Proc::of(pid), name, self.opts.lock_wait);
     }
 
+    /// A box lock create that made nothing (the name exists, or the create failed): the shared
+    /// index lock this process took for it goes (ADR 0054).
+    pub(crate) fn guard_lock_not_made(&self, child: &Child<'_>, pid: u32) {
+        if self.layer.guards() {
+            self.release_heal_locks(&child.path, Some(Proc::of(pid)));
+        }
+    }
+
     /// A rename committed or moved a box lock away: the shared index lock taken with it goes.
     pub(crate) fn guard_lock_moved(&self, old: &Child<'_>) {
         if self.layer.guards() {
             self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &old.path);
+            self.release_heal_locks(&old.path, None);
         }
     }
 
@@ -455,7 +470,7 @@ impl<L: Layer> Core<L> {
         }
         let new_value = read_lower(&self.lower, &crate::gitdata::rel_path(&old.path)).ok().flatten();
         let heals = match &target {
-            Target::Ref(name) => self.seal_heal(&gitdir, name, old_value.clone(), new_value.as_deref()),
+            Target::Ref(name) => self.seal_heal(p, &gitdir, name, old_value.clone(), new_value.as_deref()),
             _ => Vec::new(),
         };
         Ok(Some(AfterRename { proc_: p, dir: gitdir, target, old_value, new_value, lock: old.path.to_c_string(), heals }))

@@ -5,7 +5,7 @@
 //! progress, a proposal file is left for `seamd`. After a move by the host or another box, the
 //! box's next touch of its index heals `index-box.<id>` the same way (`reverse_heal`).
 
-use std::ffi::CString;
+use std::ffi::{CStr, CString};
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -113,7 +113,7 @@ impl<L: Layer> Core<L> {
     }
 
     /// The work trees whose HEAD is on `refname` in common dir `common` (main and linked).
-    fn gitdirs_on(&self, common: &Path, refname: &str) -> Vec<PathBuf> {
+    pub(super) fn gitdirs_on(&self, common: &Path, refname: &str) -> Vec<PathBuf> {
         let mut dirs = vec![common.to_path_buf()];
         if let Ok(listed) = self.lower.list(&cpath(&common.join("worktrees"))) {
             dirs.extend(listed.into_iter().map(|(n, _)| common.join("worktrees").join(n)));
@@ -126,7 +126,7 @@ impl<L: Layer> Core<L> {
 
     /// Before a box rename of `<R>.lock` onto `<R>` (already judged): heal the shared index of
     /// every work tree the move changes. Returns the heals to finish after the rename.
-    pub(crate) fn seal_heal(&self, dir: &Path, name: &str, old: Option<String>, new_content: Option<&[u8]>) -> Vec<PendingHeal> {
+    pub(crate) fn seal_heal(&self, p: Proc, dir: &Path, name: &str, old: Option<String>, new_content: Option<&[u8]>) -> Vec<PendingHeal> {
         if !self.layer.index_split() {
             return Vec::new();
         }
@@ -158,8 +158,8 @@ impl<L: Layer> Core<L> {
             if old_commit.as_deref() == Some(new_commit.as_str()) {
                 continue;
             }
-            if let Some(p) = self.heal_shared(&gitdir, old_commit.as_deref().unwrap_or(""), &new_commit) {
-                pending.push(p);
+            if let Some(h) = self.heal_shared(p, &gitdir, old_commit.as_deref().unwrap_or(""), &new_commit) {
+                pending.push(h);
             } else {
                 // Nothing held: the box's own index still follows its own move.
                 self.set_base(&gitdir, &new_commit);
@@ -168,8 +168,9 @@ impl<L: Layer> Core<L> {
         pending
     }
 
-    /// Heals one work tree's shared index onto `new`; Some when a lock is held for the rename.
-    fn heal_shared(&self, gitdir: &Path, old: &str, new: &str) -> Option<PendingHeal> {
+    /// Heals one work tree's shared index onto `new` for box process `p`; Some when a lock is
+    /// held for the rename.
+    fn heal_shared(&self, p: Proc, gitdir: &Path, old: &str, new: &str) -> Option<PendingHeal> {
         let index = gitdir.join(SHARED_INDEX);
         let t0 = Instant::now();
         let bytes = read_lower(&self.lower, &index).ok().flatten()?;
@@ -209,7 +210,12 @@ impl<L: Layer> Core<L> {
             .iter()
             .any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
         let lock = cpath(&gitdir.join("index.lock"));
-        let held = if op_in_progress { None } else { self.take_lock(gitdir, &lock) };
+        // The lock the process took before its ref locks (ADR 0054), else one taken now.
+        let held = if op_in_progress {
+            None
+        } else {
+            self.own_heal_lock(p, &lock).or_else(|| self.take_lock(gitdir, &lock, self.judge.heal_locks.heal_wait(p, gitdir, self.opts.lock_wait)))
+        };
         let Some(fd) = held else {
             // The base read again: proposed only while it is still the copy healed.
             match read_lower(&self.lower, &index).ok().flatten() {
@@ -248,6 +254,7 @@ impl<L: Layer> Core<L> {
                     warn!(gitdir = %gitdir.display(), error = %e, "writing the healed index failed");
                 }
                 let _ = self.lower.unlink(&lock, false);
+                self.judge.locks.released(&lock);
                 self.drop_held(gitdir);
                 None
             }
@@ -297,10 +304,10 @@ impl<L: Layer> Core<L> {
         }
     }
 
-    /// Takes `index.lock` for seamfs, waiting (bounded) behind a host git.
+    /// Takes `index.lock` for seamfs, waiting (at most `wait`) behind a host git.
     /// Recorded durably while held (`held`), so a crash does not leave it for good.
-    fn take_lock(&self, gitdir: &Path, lock: &CString) -> Option<OwnedFd> {
-        let deadline = Instant::now() + self.opts.lock_wait;
+    pub(super) fn take_lock(&self, gitdir: &Path, lock: &CStr, wait: Duration) -> Option<OwnedFd> {
+        let deadline = Instant::now() + wait;
         loop {
             match self.lower.open_at(lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) {
                 Ok(fd) => {
@@ -343,6 +350,8 @@ impl<L: Layer> Core<L> {
             } else {
                 let _ = self.lower.unlink(&p.lock, false);
             }
+            // A lock the box process took before its ref locks is gone with the heal.
+            self.judge.locks.released(&p.lock);
             self.drop_held(&p.gitdir);
         }
     }

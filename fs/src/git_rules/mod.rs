@@ -1,7 +1,7 @@
 //! What seamfs does for git at the passthrough's operations, kept out of `core` so the core is
 //! the passthrough alone: judging locks and ref moves (`guard`), the heal sealed to a ref move
-//! (`heal_seal`), the box's own index (`index_split`), `.git` files naming git dirs elsewhere
-//! (`dotgit`), the ref-store directories a lock need not refresh again (`ref_dirs`) and the
+//! (`heal_seal`) and the shared index lock it takes before the box's ref locks (`heal_lock`),
+//! the box's own index (`index_split`), `.git` files naming git dirs elsewhere (`dotgit`), the ref-store directories a lock need not refresh again (`ref_dirs`) and the
 //! `user.seamfs.verdict` attribute (`verdict_xattr`).
 //!
 //! Each is an `impl Core` block the core calls at a named point (a lookup, a create, a rename,
@@ -9,6 +9,7 @@
 
 mod dotgit;
 mod guard;
+mod heal_lock;
 mod heal_seal;
 mod heal_watch;
 mod index_split;

@@ -39,17 +39,29 @@ fn proposals(r: &Repo) -> Vec<String> {
     names_with_prefix(&r.h(".git"), "index.seam-proposed.")
 }
 
-/// Whether `pid` is inside rename(2), renameat(2) or renameat2(2) (x86_64 numbers).
-fn in_rename(pid: u32) -> bool {
-    let sc = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
-    matches!(sc.split_whitespace().next(), Some("82" | "264" | "316"))
+/// The system call `pid` is in, with its arguments (`/proc/<pid>/syscall`).
+fn syscall_of(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default()
 }
 
-/// Spawns a box `git commit` of new file `name` and returns once it is inside the rename of its
-/// `refs/heads/main.lock` (the lock shows on the backing dir and the process is in a rename),
-/// which seamfs holds while the heal waits for the shared `index.lock`; plus 50 ms, so seamfs
-/// has certainly copied the shared index and is waiting.
-fn spawn_box_commit_in_ref_rename(env: &Env, r: &Repo, name: &str) -> std::process::Child {
+/// Whether `pid` is blocked in an open or a rename (x86_64 numbers): the same call, with the
+/// same arguments, seen five times 20 ms apart (a call through seamfs that does not wait takes
+/// well under a millisecond).
+fn blocked_in_open_or_rename(pid: u32) -> bool {
+    let first = syscall_of(pid);
+    if !matches!(first.split_whitespace().next(), Some("2" | "257" | "82" | "264" | "316")) {
+        return false;
+    }
+    (0..4).all(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        syscall_of(pid) == first
+    })
+}
+
+/// Spawns a box `git commit` of new file `name` and returns once seamfs holds it waiting for
+/// the shared `index.lock`: in the create of its `HEAD.lock`, before it takes any ref lock
+/// (ADR 0054); plus 50 ms, so seamfs is certainly waiting.
+fn spawn_box_commit_waiting_for_the_index_lock(env: &Env, r: &Repo, name: &str) -> std::process::Child {
     write(&r.b(name), &format!("{name} from the box\n"));
     env.boxed(r, &["add", name]);
     let mut child = env
@@ -59,14 +71,11 @@ fn spawn_box_commit_in_ref_rename(env: &Env, r: &Repo, name: &str) -> std::proce
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn box git commit");
-    let lock = r.h(".git/refs/heads/main.lock");
     let pid = child.id();
-    let seen = wait_until(Duration::from_secs(30), || {
-        (lock.exists() && in_rename(pid)) || child.try_wait().ok().flatten().is_some()
-    });
+    let seen = wait_until(Duration::from_secs(30), || blocked_in_open_or_rename(pid) || child.try_wait().ok().flatten().is_some());
     assert!(
         seen && child.try_wait().ok().flatten().is_none(),
-        "the box commit never blocked in the rename of refs/heads/main.lock (did the heal not wait for index.lock?)\n{}",
+        "the box commit never blocked waiting for index.lock (did seamfs not wait for it?)\n{}",
         env.log()
     );
     std::thread::sleep(Duration::from_millis(50));
@@ -213,7 +222,7 @@ fn a_briefly_busy_index_lock_is_waited_for() {
     let r = env.host_repo("repo", FILES);
     let lock = r.h(".git/index.lock");
     write(&lock, "");
-    let child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    let child = spawn_box_commit_waiting_for_the_index_lock(&env, &r, "b.txt");
     std::thread::sleep(Duration::from_millis(250));
     std::fs::remove_file(&lock).expect("the host releases index.lock");
     finish(child, "box commit");
@@ -324,7 +333,7 @@ fn host_staging_made_while_the_heal_waits_is_carried() {
     let mut add = env.git.cmd(&r.host, &["add", "h.txt"]);
     add.env("GIT_INDEX_FILE", &tmp);
     run(&mut add).ok();
-    let child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    let child = spawn_box_commit_waiting_for_the_index_lock(&env, &r, "b.txt");
     // The host writes its staging into its lock and renames it in: the lock is free again.
     std::fs::write(&lock, bytes(&tmp)).expect("write the host's new index into its lock");
     std::fs::rename(&lock, r.h(".git/index")).expect("the host commits its index");
@@ -335,6 +344,9 @@ fn host_staging_made_while_the_heal_waits_is_carried() {
     env.finish();
 }
 
+/// A box git killed while seamfs waits for the shared `index.lock` for it (before its ref locks,
+/// ADR 0054): nothing of its commit moves, and neither the shared lock seamfs then takes for it
+/// nor its ref lock stays behind.
 #[test]
 fn a_box_git_killed_at_the_heal_leaves_no_index_lock() {
     let env = Env::new("heal-killed", &["--lock-wait-ms", "5000"]);
@@ -342,29 +354,57 @@ fn a_box_git_killed_at_the_heal_leaves_no_index_lock() {
     let lock = r.h(".git/index.lock");
     write(&lock, "");
     let before = env.host_rev(&r, "HEAD");
-    // Killed inside the rename of refs/heads/main.lock, which seamfs holds while it waits.
-    let mut child = spawn_box_commit_in_ref_rename(&env, &r, "b.txt");
+    let mut child = spawn_box_commit_waiting_for_the_index_lock(&env, &r, "b.txt");
     std::thread::sleep(Duration::from_millis(150));
     // SAFETY: kill(2) of our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    // The killed git stays until seamfs answers its rename, which waits for index.lock: release
-    // the lock before reaping it.
+    // The killed git stays until seamfs answers its create, which waits for index.lock: release
+    // the lock before reaping it. seamfs then takes the shared lock and makes `HEAD.lock` for a
+    // process that is gone: the reaper must remove both.
     std::thread::sleep(Duration::from_millis(100));
     std::fs::remove_file(&lock).expect("the host releases index.lock");
     let _ = child.wait();
     let gitdir = r.h(".git");
     let clear = wait_until(Duration::from_millis(1500), || locks_below(&gitdir).is_empty());
     assert!(clear, "locks left after a box git was killed at the heal: {:?}\n{}", locks_below(&gitdir), env.log());
-    let after = env.host_rev(&r, "HEAD");
-    eprintln!("the killed commit {}", if after == before { "did not land" } else { "landed" });
-    assert_ne!(after, before, "the rename seamfs was holding when its git was killed did not complete:\n{}", env.log());
+    assert_eq!(env.host_rev(&r, "HEAD"), before, "a commit killed before its ref locks moved the branch:\n{}", env.log());
+    assert!(staged(&env.git, &r.host).is_empty(), "the host's index does not match HEAD:\n{}", env.log());
+    env.git.fsck(&r.host);
+    env.finish();
+}
+
+/// Host git takes `index.lock`, then `HEAD.lock` and the branch's lock (retrying those while it
+/// keeps `index.lock`). A box commit must not hold its ref locks while seamfs waits for the
+/// shared `index.lock`, or each side waits for the other (ADR 0054): while the host holds
+/// `index.lock` the box holds no ref lock, the host's own ref transaction goes through, and the
+/// box commit then lands healed, with no proposal left.
+#[test]
+fn a_host_holding_the_index_lock_is_never_blocked_by_box_ref_locks() {
+    let env = Env::new("heal-lock-order", &["--lock-wait-ms", "5000"]);
+    let r = env.host_repo("repo", FILES);
+    let index_lock = r.h(".git/index.lock");
+    write(&index_lock, "");
+    let child = spawn_box_commit_waiting_for_the_index_lock(&env, &r, "b.txt");
+    let (head_lock, main_lock) = (r.h(".git/HEAD.lock"), r.h(".git/refs/heads/main.lock"));
     assert!(
-        staged(&env.git, &r.host).is_empty(),
-        "the host's index does not match HEAD (moved: {}):\n{}",
-        after != before,
+        !head_lock.exists() && !main_lock.exists(),
+        "the box holds a ref lock while it waits for the host's index.lock: {:?}\n{}",
+        locks_below(&r.h(".git")),
         env.log()
     );
-    env.git.fsck(&r.host);
+    // The host's ref transaction, as host git makes it under its index lock: both ref locks
+    // are free to take.
+    for l in [&head_lock, &main_lock] {
+        std::fs::OpenOptions::new().write(true).create_new(true).open(l).unwrap_or_else(|e| panic!("host lock {}: {e}", l.display()));
+    }
+    for l in [&main_lock, &head_lock, &index_lock] {
+        std::fs::remove_file(l).expect("the host releases its lock");
+    }
+    finish(child, "box commit");
+    assert_eq!(changed_by(&env, &r, "HEAD"), vec!["A\tb.txt"]);
+    assert!(proposals(&r).is_empty(), "the heal fell back to a proposal:\n{}", env.log());
+    assert!(status(&env.git, &r.host).is_empty(), "host not healed:\n{}", env.log());
+    assert!(locks_below(&r.h(".git")).is_empty(), "locks left: {:?}", locks_below(&r.h(".git")));
     env.finish();
 }
 
