@@ -397,7 +397,7 @@ impl<L: Layer> Core<L> {
         if !self.layer.guards() {
             return;
         }
-        self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &child.path);
+        self.release_shared_index(&child.path);
         self.release_heal_locks(&child.path, None);
         self.judge.locks.released(&child.path);
         if OP_STATE.iter().any(|n| OsStr::new(n) == &*child.lower) {
@@ -419,7 +419,8 @@ impl<L: Layer> Core<L> {
             return;
         }
         let name = self.layer.names().index_lock().as_bytes();
-        self.judge.index_exclusion.before_work_tree_change(&self.lower, &self.judge.locks, Proc::of(pid), name, self.opts.lock_wait);
+        let taken = self.judge.index_exclusion.before_work_tree_change(&self.lower, &self.judge.locks, Proc::of(pid), name, self.opts.lock_wait);
+        self.record_shared_index(taken);
     }
 
     /// A box lock create that made nothing (the name exists, or the create failed): the shared
@@ -430,10 +431,26 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// A shared `index.lock` taken for a box process's rewrite is recorded durably
+    /// (`index.seam-held`), as the heal's is, so a seamfs that dies holding it has it removed at
+    /// its next start.
+    fn record_shared_index(&self, taken: Option<crate::judge::index_exclusion::Taken>) {
+        if let Some(t) = taken {
+            self.note_held(&t.gitdir, &t.fd);
+        }
+    }
+
+    /// The box index lock at `box_lock` went: so does the shared lock held with it, and its record.
+    fn release_shared_index(&self, box_lock: &CStr) {
+        if let Some(gitdir) = self.judge.index_exclusion.released(&self.lower, &self.judge.locks, box_lock) {
+            self.drop_held(&gitdir);
+        }
+    }
+
     /// A rename committed or moved a box lock away: the shared index lock taken with it goes.
     pub(crate) fn guard_lock_moved(&self, old: &Child<'_>) {
         if self.layer.guards() {
-            self.judge.index_exclusion.released(&self.lower, &self.judge.locks, &old.path);
+            self.release_shared_index(&old.path);
             self.release_heal_locks(&old.path, None);
         }
     }

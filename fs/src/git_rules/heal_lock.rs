@@ -41,11 +41,15 @@ impl<L: Layer> Core<L> {
         let mut taken = Vec::new();
         for g in gitdirs {
             let shared = cpath(&g.join("index.lock"));
-            // Held for this process already: while it rewrites the work tree (ADR 0032).
-            if self.judge.locks.holder(&shared).is_some_and(|r| r.owner == p) {
+            // Held for this process already: while it rewrites the work tree (ADR 0032). Never
+            // taken from under a host operation (a rebase takes the index lock at each step; the
+            // heal leaves a proposal then).
+            if self.judge.locks.holder(&shared).is_some_and(|r| r.owner == p) || self.host_op_in_progress(&g) {
                 continue;
             }
-            match self.take_lock(&g, &shared, self.opts.lock_wait) {
+            // A process that waited the bound out for its rewrite (ADR 0032) tries once.
+            let wait = if self.judge.index_exclusion.gave_up_by(p) { std::time::Duration::ZERO } else { self.opts.lock_wait };
+            match self.take_lock(&g, &shared, wait) {
                 Some(fd) => {
                     if let Ok(st) = fstat(fd.as_raw_fd()) {
                         self.judge.locks.created(shared.clone(), LockRecord { owner: p, dev: st.st_dev, ino: st.st_ino });

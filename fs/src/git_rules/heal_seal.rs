@@ -205,10 +205,7 @@ impl<L: Layer> Core<L> {
         };
         // Only the host's operations defer the heal: the box's own rebase or cherry-pick moves
         // its branch step by step, and each step is healed like a commit.
-        let own = self.own_ops(gitdir);
-        let op_in_progress = OP_STATE
-            .iter()
-            .any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok());
+        let op_in_progress = self.host_op_in_progress(gitdir);
         let lock = cpath(&gitdir.join("index.lock"));
         // The lock the process took before its ref locks (ADR 0054), else one taken now.
         let held = if op_in_progress {
@@ -259,6 +256,13 @@ impl<L: Layer> Core<L> {
                 None
             }
         }
+    }
+
+    /// Whether an operation of the host's is in progress in `gitdir` (a rebase, a merge, a
+    /// cherry-pick…): its index must not be healed under it, nor its lock taken from it.
+    pub(super) fn host_op_in_progress(&self, gitdir: &Path) -> bool {
+        let own = self.own_ops(gitdir);
+        OP_STATE.iter().any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok())
     }
 
     /// Whether the index file still holds `copy` (whose trailing checksum is verified and not

@@ -11,6 +11,8 @@
 
 use std::ffi::{CStr, CString};
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
@@ -50,10 +52,20 @@ impl IndexExclusion {
     /// Box process `p` is about to unlink a work-tree file: if it holds its index lock (named
     /// `box_lock_name` in its git dir) and no shared lock goes with it yet, take one, waiting up
     /// to `wait` for another holder. Never fails the unlink: past the wait it is logged.
-    pub fn before_work_tree_change(&self, lower: &Lower, locks: &Locks, p: Proc, box_lock_name: &[u8], wait: Duration) {
-        let Some(box_lock) = locks.held_by(p, box_lock_name) else { return };
+    pub fn before_work_tree_change(&self, lower: &Lower, locks: &Locks, p: Proc, box_lock_name: &[u8], wait: Duration) -> Option<Taken> {
+        let box_lock = locks.held_by(p, box_lock_name)?;
+        self.take(lower, locks, p, box_lock, wait)
+    }
+
+    /// Whether process `p` waited the whole bound for a shared lock and went on without it.
+    pub fn gave_up_by(&self, p: Proc) -> bool {
+        self.gave_up.iter().any(|g| *g.value() == p)
+    }
+
+    /// Takes the shared lock beside `box_lock` for `p`, unless one goes with it already.
+    fn take(&self, lower: &Lower, locks: &Locks, p: Proc, box_lock: CString, wait: Duration) -> Option<Taken> {
         if self.held.get(&box_lock).is_some_and(|h| h.1 == p) || self.gave_up.get(&box_lock).is_some_and(|g| *g == p) {
-            return;
+            return None;
         }
         let shared = shared_lock_beside(&box_lock);
         let deadline = Instant::now() + wait;
@@ -65,8 +77,8 @@ impl IndexExclusion {
                         locks.created(shared.clone(), LockRecord { owner: p, dev: st.st_dev, ino: st.st_ino });
                     }
                     debug!(lock = %shared.to_string_lossy(), pid = p.pid, "took the shared index lock while a box process rewrites the work tree");
-                    self.held.insert(box_lock, (shared, p));
-                    return;
+                    self.held.insert(box_lock.clone(), (shared, p));
+                    return Some(Taken { gitdir: gitdir_of(&box_lock), fd });
                 }
                 // On a lower that never revalidates (9p cache=loose) the name may be one the host
                 // removed long ago, which no refresh forgets: the server's listing says.
@@ -79,27 +91,43 @@ impl IndexExclusion {
                 Err(e) => {
                     warn!(lock = %shared.to_string_lossy(), pid = p.pid, error = %e, "could not take the shared index lock before a box process rewrites the work tree: a host commit now may see a file it rewrites as deleted");
                     self.gave_up.insert(box_lock, p);
-                    return;
+                    return None;
                 }
             }
         }
     }
 
     /// The box index lock at `box_lock` was committed or removed: so is the shared lock taken
-    /// with it, if the name still holds the file seamfs made.
-    pub fn released(&self, lower: &Lower, locks: &Locks, box_lock: &CStr) {
+    /// with it, if the name still holds the file seamfs made. Returns the git dir of a shared
+    /// lock it removed (whose record `index.seam-held` the caller drops).
+    pub fn released(&self, lower: &Lower, locks: &Locks, box_lock: &CStr) -> Option<PathBuf> {
         self.gave_up.remove(box_lock);
-        let Some((_, (shared, _))) = self.held.remove(box_lock) else { return };
-        if let Some(rec) = locks.holder(&shared) {
-            lower.refresh(&shared);
-            if lower.stat(&shared).is_ok_and(|st| same_file(&st, rec.dev, rec.ino)) {
-                if let Err(e) = lower.unlink(&shared, false) {
-                    warn!(lock = %shared.to_string_lossy(), error = %e, "could not remove the shared index lock taken for a box process");
-                }
+        let (_, (shared, _)) = self.held.remove(box_lock)?;
+        let rec = locks.holder(&shared)?;
+        lower.refresh(&shared);
+        let mut removed = None;
+        if lower.stat(&shared).is_ok_and(|st| same_file(&st, rec.dev, rec.ino)) {
+            match lower.unlink(&shared, false) {
+                Ok(()) => removed = Some(gitdir_of(box_lock)),
+                Err(e) => warn!(lock = %shared.to_string_lossy(), error = %e, "could not remove the shared index lock taken for a box process"),
             }
-            locks.released(&shared);
         }
+        locks.released(&shared);
+        removed
     }
+}
+
+/// A shared lock just taken: its git dir and its open file (for the durable record).
+pub struct Taken {
+    /// The git dir, lower-relative.
+    pub gitdir: PathBuf,
+    /// The lock, open.
+    pub fd: std::os::fd::OwnedFd,
+}
+
+/// The git dir a box index lock sits in, lower-relative.
+fn gitdir_of(box_lock: &CStr) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(dir_of(box_lock)))
 }
 
 /// Owned like the git dir, so the host's user can remove it (as any lock git leaves).

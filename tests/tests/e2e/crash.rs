@@ -137,12 +137,7 @@ fn sigkill_while_the_heal_holds_index_lock_is_released_on_the_next_mount() {
     let backing = TempDir::new("crash-heal-lock-backing");
     let mnt = TempDir::new("crash-heal-lock-mnt");
     let git = Git::new();
-    let host = backing.join("repo");
-    std::fs::create_dir(&host).expect("mkdir");
-    git.run(&host, &["init", "-q"]);
-    std::fs::write(host.join("a.txt"), "a\n").expect("write");
-    git.run(&host, &["add", "a.txt"]);
-    git.run(&host, &["commit", "-q", "-m", "base"]);
+    let host = crate::round_trips::repo(backing.path());
     let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
     let boxed = m.join("repo");
     std::fs::write(boxed.join("b.txt"), "b\n").expect("write through the mount");
@@ -185,6 +180,43 @@ fn sigkill_while_the_heal_holds_index_lock_is_released_on_the_next_mount() {
     assert!(!record.exists(), "the record stayed 1 s after the next mount");
     git.run(&host, &["status", "--porcelain"]);
     git.fsck(&host);
+    m.unmount();
+}
+
+/// seamfs SIGKILLed while it holds the shared `index.lock` for a box process that rewrites the
+/// work tree (ADR 0032): the next mount of the same lower removes it within 1 s, from the record
+/// seamfs now keeps for that lock as for the heal's (before, only the box process's death was
+/// covered, by the reaper of the seamfs that died with it: the lock stayed, blocking host git).
+#[test]
+fn sigkill_while_a_box_rewrite_holds_index_lock_is_released_on_the_next_mount() {
+    let backing = TempDir::new("crash-rewrite-lock-backing");
+    let mnt = TempDir::new("crash-rewrite-lock-mnt");
+    let git = Git::new();
+    let host = crate::round_trips::repo(backing.path());
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let boxed = m.join("repo");
+    git.run(&boxed, &["status", "--porcelain"]);
+    let mut child = crate::hostbox::Child::spawn(&boxed, "lock .git/index.lock\nunlink a.txt\nsignal unlinked\nhold\n");
+    child.wait_for("unlinked");
+    let lock = host.join(".git/index.lock");
+    let held = lock.exists();
+    kill_and_wait(m.daemon_pid());
+    child.kill9();
+    assert!(held, "seamfs never took the shared index.lock for the rewrite: the test proves nothing\n{}", m.log());
+    assert!(lock.exists(), "index.lock vanished with the kill");
+    let r = seamfs_cmd(&[std::ffi::OsStr::new("umount"), m.path().as_os_str()]);
+    assert_eq!(r.code(), Some(0), "seamfs umount of the dead mount:\n{r}");
+    drop(m);
+    let m = Mount::seamfs(backing.path(), mnt.path(), &["--ttl", TTL]);
+    let record = host.join(".git/index.seam-held");
+    let t1 = Instant::now();
+    while (lock.exists() || record.exists()) && t1.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!lock.exists(), "the dead seamfs's index.lock is still there 1 s after the next mount:\n{}", m.log());
+    assert!(!record.exists(), "the record stayed 1 s after the next mount");
+    std::fs::write(host.join("a.txt"), "a\nhost\n").expect("write");
+    git.run(&host, &["commit", "-qam", "host commit after the release"]);
     m.unmount();
 }
 

@@ -36,7 +36,8 @@ fn in_a_quick_round<T>(limit: std::time::Duration, mut round: impl FnMut() -> T)
     panic!("no round took under {limit:?}: the machine is too loaded to tell");
 }
 
-fn repo(backing: &Path) -> std::path::PathBuf {
+/// `<backing>/repo` with one commit of `a.txt` (the crash tests use it too).
+pub(crate) fn repo(backing: &Path) -> std::path::PathBuf {
     let git = Git::new();
     let host = backing.join("repo");
     std::fs::create_dir(&host).expect("mkdir");
