@@ -1,4 +1,5 @@
-//! Locks seamfs itself holds on the lower (the sealed heal's shared `index.lock`), recorded
+//! Locks seamfs itself holds on the lower (the shared `index.lock`: the sealed heal's, and the
+//! ones taken for a box process's ref transaction or rewrite, ADR 0054 and 0032), recorded
 //! durably beside them, so a seamfs that died holding one does not block host git for good.
 //!
 //! Right after it takes `<gitdir>/index.lock`, seamfs writes `<gitdir>/index.seam-held`
