@@ -76,16 +76,10 @@ impl<L: Layer> Core<L> {
     /// for it go too, unless the heal installed them; `only` limits it to one process's.
     pub(crate) fn release_heal_locks(&self, trigger: &CStr, only: Option<Proc>) {
         for t in self.judge.heal_locks.remove(trigger, only) {
-            // Released already when the heal renamed it onto the index.
-            let Some(rec) = self.judge.locks.holder(&t.shared).filter(|r| r.owner == t.owner) else { continue };
-            self.lower.refresh(&t.shared);
-            if self.lower.stat(&t.shared).is_ok_and(|st| same_file(&st, rec.dev, rec.ino)) {
-                if let Err(e) = self.lower.unlink(&t.shared, false) {
-                    tracing::warn!(lock = %t.shared.to_string_lossy(), error = %e, "could not remove the shared index lock taken for a box ref lock");
-                }
+            // Nothing to remove when the heal renamed it onto the index already.
+            if self.judge.locks.remove_held(&self.lower, &t.shared, t.owner) {
                 self.drop_held(&t.gitdir);
             }
-            self.judge.locks.released(&t.shared);
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What seamfs does for git at the passthrough's operations, kept out of `core` so the core is
 //! the passthrough alone: judging locks and ref moves (`guard`), the heal sealed to a ref move
 //! (`heal_seal`) and the shared index lock it takes before the box's ref locks (`heal_lock`),
-//! the box's own index (`index_split`), `.git` files naming git dirs elsewhere (`dotgit`), the ref-store directories a lock need not refresh again (`ref_dirs`) and the
+//! the box's own index (`index_split`), `.git` files naming git dirs elsewhere (`dotgit`), the
+//! ref-store directories a lock need not refresh again (`ref_dirs`) and the
 //! `user.seamfs.verdict` attribute (`verdict_xattr`).
 //!
 //! Each is an `impl Core` block the core calls at a named point (a lookup, a create, a rename,

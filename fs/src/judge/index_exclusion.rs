@@ -20,7 +20,7 @@ use tracing::{debug, warn};
 
 use super::locks::{LockRecord, Locks};
 use super::procs::Proc;
-use crate::lower::{same_file, Lower};
+use crate::lower::Lower;
 
 /// The shared index's lock name, beside the box's own index lock.
 const SHARED_LOCK: &[u8] = b"index.lock";
@@ -102,18 +102,8 @@ impl IndexExclusion {
     /// lock it removed (whose record `index.seam-held` the caller drops).
     pub fn released(&self, lower: &Lower, locks: &Locks, box_lock: &CStr) -> Option<PathBuf> {
         self.gave_up.remove(box_lock);
-        let (_, (shared, _)) = self.held.remove(box_lock)?;
-        let rec = locks.holder(&shared)?;
-        lower.refresh(&shared);
-        let mut removed = None;
-        if lower.stat(&shared).is_ok_and(|st| same_file(&st, rec.dev, rec.ino)) {
-            match lower.unlink(&shared, false) {
-                Ok(()) => removed = Some(gitdir_of(box_lock)),
-                Err(e) => warn!(lock = %shared.to_string_lossy(), error = %e, "could not remove the shared index lock taken for a box process"),
-            }
-        }
-        locks.released(&shared);
-        removed
+        let (_, (shared, p)) = self.held.remove(box_lock)?;
+        locks.remove_held(lower, &shared, p).then(|| gitdir_of(box_lock))
     }
 }
 

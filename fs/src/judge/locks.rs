@@ -78,6 +78,24 @@ impl Locks {
         self.dead_since.remove(path);
     }
 
+    /// Removes the lock at `path` that seamfs took for process `owner` (a shared `index.lock`,
+    /// ADR 0032 and 0054), only while the name still holds that very file, and forgets its
+    /// record. True when the file was removed; false when it was not `owner`'s to remove (no
+    /// record, another holder's, renamed onto the index by a heal, or replaced).
+    pub fn remove_held(&self, lower: &Lower, path: &CStr, owner: Proc) -> bool {
+        let Some(rec) = self.holder(&path.to_owned()).filter(|r| r.owner == owner) else { return false };
+        lower.refresh(path);
+        let mut removed = false;
+        if lower.stat(path).is_ok_and(|st| same_file(&st, rec.dev, rec.ino)) {
+            match lower.unlink(path, false) {
+                Ok(()) => removed = true,
+                Err(e) => warn!(lock = %path.to_string_lossy(), error = %e, "could not remove the shared index lock taken for a box process"),
+            }
+        }
+        self.released(path);
+        removed
+    }
+
     /// The lock named `name` (its last path component) that process `p` holds, if any.
     pub fn held_by(&self, p: Proc, name: &[u8]) -> Option<CString> {
         self.held
