@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, git_run, write_file, Cadence, Tally};
-use super::check::{fsck_problems, rebase_dirs, subjects};
+use super::check::{rebase_dirs, subjects};
 use super::figures::Figures;
 use super::repo::{seed_repo, Seed};
 use super::rig::Rig;
@@ -200,7 +200,7 @@ pub fn run(rig: &Rig, up: &Upstream, p: &Params) -> Result<Figures, LabError> {
     let box_lost = lost.len() as u64 - rewound;
     let detached = b.landed.iter().filter(|(_, _, d)| *d).count() as u64;
     let (wip_lost, wip_displaced) = wip_accounting(&rig.host, &h.wip_lines)?;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
 
     let mut f = Figures::default();
     f.zero("work_lost", "work lost (box commits + host lines)", box_lost + wip_lost);

@@ -60,6 +60,25 @@ impl BoxShell {
         }
     }
 
+    /// Waits (a few seconds at most) until seamfs under the checkout has committed what it
+    /// parks in the background (`park_pending` of its `user.seamfs.status`, as `seamfs parked`
+    /// waits): `git fsck` on the host while seamfs moves `refs/seam/parked` could list the
+    /// objects before they are written and read the ref after, and report a commit missing
+    /// that is not. Returns at once where no seamfs is mounted (the control).
+    pub fn settle(&self) {
+        match self {
+            BoxShell::Local(d) => {
+                let deadline = Instant::now() + Duration::from_secs(8);
+                while seamfs::park::cli::park_pending(d).is_some_and(|n| n > 0) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            BoxShell::Guest(g, d) => {
+                let _ = g.sh(&format!("seamfs parked '{}' >/dev/null 2>&1; true", d.display()));
+            }
+        }
+    }
+
     /// Unlinks `rel` below the checkout.
     pub fn remove(&self, rel: &str) -> Result<(), LabError> {
         match self {
@@ -104,3 +123,4 @@ pub fn ran_of(r: GuestRan) -> Ran {
         elapsed: r.elapsed,
     }
 }
+

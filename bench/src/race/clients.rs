@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use super::box_clients::Client;
-use super::check::{fsck_problems, tree_paths};
+use super::check::tree_paths;
 use super::figures::Figures;
 use super::repo::{seed_repo, Seed};
 use super::rig::Rig;
@@ -101,7 +101,7 @@ pub fn run(rig: &Rig, _seed: &Seed) -> Result<Figures, LabError> {
     let host_status = git(&rig.host, &["status", "--porcelain=v1", "--untracked-files=no"])?;
     let only_own_staging = host_status.trim() == format!("A  {HOST_STAGED}");
     let box_status = git(&rig.box_dir, &["status", "--porcelain=v1"])?;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
 
     f.holds("clients_staged", "git2 and gix both staged", staged_ok);
     f.holds("shared_index_unchanged", "shared index bytes unchanged by staging", before == after_stage);

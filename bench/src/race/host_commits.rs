@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
 use super::boxshell::BoxShell;
-use super::check::{changes, extra_roots, fsck_problems, parents, reachable, soft_reset_away, PathChange};
+use super::check::{changes, extra_roots, parents, reachable, soft_reset_away, PathChange};
 use super::figures::Figures;
 use super::index_poller::{box_dirs, foreign_staged, leak};
 use super::repo::Seed;
@@ -349,7 +349,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let seen_and_reset = lost.iter().filter(|id| reset_away.contains(**id)).count() as u64;
     let stale_lost = lost.len() as u64 - seen_and_reset;
     let roots = extra_roots(&rig.host, "refs/heads/main", &b.ids, &seed.initial)?;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
     let mut all = Tally::default();
     for t in [&b.commit, &b.hard, &b.soft] {
         all.merge(t);

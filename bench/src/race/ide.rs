@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use super::actor::{commit_id, draw, Cadence, Ran, Tally};
 use super::boxshell::BoxShell;
-use super::check::{blob_texts, changes, fsck_problems, parents, reachable, reflog, tree_blobs, PathChange};
+use super::check::{blob_texts, changes, parents, reachable, reflog, tree_blobs, PathChange};
 use super::figures::Figures;
 use super::repo::Seed;
 use super::rig::Rig;
@@ -351,7 +351,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     // A broken branch or corrupt objects (a share that lost the box's writes) leave no history
     // to judge moves by: that is reported (branch_broken, fsck_problems), the move figures stay 0.
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
     let intact = on_branch.broken.is_none() && fsck.is_empty();
     let (moves, phantom) = if intact { moves(&rig.host, seed, &h.made, &a.made)? } else { (Vec::new(), 0) };
     let pairs: Vec<(String, String)> = moves.iter().map(|m| (m.made.id.clone(), m.replaced.clone())).collect();

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use super::actor::{Cadence, Ran, Tally};
 use super::boxshell::BoxShell;
-use super::check::{branch_tree_paths, fsck_problems};
+use super::check::branch_tree_paths;
 use super::figures::Figures;
 use super::repo::Seed;
 use super::rig::Rig;
@@ -219,7 +219,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let (head, branch) = branch_tree_paths(&rig.host, "refs/heads/main")?;
     let missing_seed = seed.files.iter().filter(|f| !head.contains(*f)).count() as u64;
     let missing_box = b.landed_files.iter().filter(|f| !head.contains(*f)).count() as u64;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
 
     let mut f = Figures::default();
     branch.judge(&mut f);

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::actor::{draw, percentile_ms, Tally};
 use super::boxshell::BoxShell;
-use super::check::{fsck_problems, lock_files, reachable};
+use super::check::{lock_files, reachable};
 use super::figures::Figures;
 use super::repo::Seed;
 use super::rig::Rig;
@@ -147,7 +147,7 @@ pub fn run(rig: &Rig, _seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     let left_at_end = at_end.len() as u64;
     let on_branch = reachable(&rig.host, "refs/heads/main")?;
     let unreachable = t.landed.iter().filter(|id| !on_branch.contains(id)).count() as u64;
-    let fsck = fsck_problems(&rig.host)?;
+    let fsck = rig.fsck_problems()?;
 
     let mut f = Figures::default();
     on_branch.judge(&mut f);

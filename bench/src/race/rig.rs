@@ -99,6 +99,15 @@ fn subdir(root: &Path, name: &str) -> Result<PathBuf, LabError> {
 }
 
 impl Rig {
+    /// `git fsck` problems in the host's checkout, once every box's seamfs has committed its
+    /// background work (see [`BoxShell::settle`]).
+    pub fn fsck_problems(&self) -> Result<Vec<String>, LabError> {
+        for b in &self.boxes {
+            b.settle();
+        }
+        super::check::fsck_problems(&self.host)
+    }
+
     /// Creates `root/host`, lets `prepare` build the host's repository there (before anything is
     /// mounted, as a checkout exists before the box boots), then mounts. Daemon logs go to
     /// `logs` (kept by the caller when it asks).

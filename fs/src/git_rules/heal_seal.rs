@@ -20,7 +20,6 @@ use crate::heal::{blob_id, entries_digest, heal_owned, trim_heap_after, HealOpti
 use crate::index::names::SHARED_INDEX;
 use crate::index::seed::{publish, NewFile};
 use crate::judge::procs::Proc;
-use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
 use crate::lower::Lower;
 
@@ -259,10 +258,12 @@ impl<L: Layer> Core<L> {
     }
 
     /// Whether an operation of the host's is in progress in `gitdir` (a rebase, a merge, a
-    /// cherry-pick…): its index must not be healed under it, nor its lock taken from it.
+    /// cherry-pick…): its index must not be healed under it, nor its lock taken from it. Read
+    /// from the git dir's listing, as the guard reads it: a stat of each name could meet the
+    /// negative entry of a moment before the host started (9p never revalidates one).
     pub(super) fn host_op_in_progress(&self, gitdir: &Path) -> bool {
         let own = self.own_ops(gitdir);
-        OP_STATE.iter().any(|n| !own.iter().any(|o| o == n) && self.lower.stat(&cpath(&gitdir.join(n))).is_ok())
+        self.ops_present(gitdir).iter().any(|n| !own.contains(n))
     }
 
     /// Whether the index file still holds `copy` (whose trailing checksum is verified and not

@@ -551,3 +551,32 @@ fn data_reaches_the_host_before_the_name_that_publishes_it() {
     let seamfs_closed = publish(&v.seamfs.mnt.join(".git/objects/ab"), &host_dir, "seamfs-closed", false);
     assert_eq!((raw_closed, seamfs_closed), (whole, whole), "closed before the rename");
 }
+
+/// (g) A host operation that started a moment ago (its `rebase-merge` directory made while the
+/// share's kernel still holds a negative entry for the name) is seen by seamfs before it takes
+/// the shared `index.lock` for a box ref lock (ADR 0054): taking it would fail the host's next
+/// step. The control's stat shows the stale negative entry happened.
+#[test]
+fn a_host_operation_behind_a_stale_negative_entry_keeps_its_index_lock() {
+    let v = Views::new("host-op", &["--negative-ttl", "30"]);
+    let (raw_op, sfs_op) = (v.raw.mnt.join(".git/rebase-merge"), v.seamfs.mnt.join(".git/rebase-merge"));
+    // The box looks the name up (missing): both emulators' kernels keep a negative entry.
+    assert!(std::fs::symlink_metadata(&raw_op).is_err() && std::fs::symlink_metadata(&sfs_op).is_err());
+    git(&v.seamfs.mnt, &["status", "--porcelain"]);
+    // The host starts a rebase: its state directory, as `git rebase` writes it first.
+    let op = v.host.join(".git/rebase-merge");
+    std::fs::create_dir(&op).expect("create the host's rebase-merge");
+    std::fs::write(op.join("head-name"), "refs/heads/main\n").expect("write head-name");
+    let raw_stale = std::fs::symlink_metadata(&raw_op).is_err();
+    // A box git's first ref lock, held while the host's index lock is looked at.
+    let head_lock = v.seamfs.mnt.join(".git/HEAD.lock");
+    let held = std::fs::OpenOptions::new().write(true).create_new(true).open(&head_lock).expect("the box takes HEAD.lock");
+    let index_lock = v.host.join(".git/index.lock");
+    let taken = index_lock.exists();
+    drop(held);
+    std::fs::remove_file(&head_lock).expect("the box releases HEAD.lock");
+    let left = index_lock.exists();
+    eprintln!("control stat of the new rebase-merge: {}; seamfs took index.lock under the host's rebase: {taken}", if raw_stale { "missing (stale)" } else { "present" });
+    assert!(!taken && !left, "seamfs took the host's index.lock while its rebase was in progress (left after: {left})\nseamfs log:\n{}", v.seamfs.log());
+    assert!(raw_stale, "the control saw the new rebase-merge at once: no stale negative entry, the test shows nothing");
+}
