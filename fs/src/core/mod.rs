@@ -6,8 +6,6 @@
 
 mod data;
 mod dir;
-mod held;
-mod own_ops;
 mod killpriv;
 mod listing;
 pub(crate) mod names;
@@ -633,7 +631,7 @@ fn as_if_mounted() -> bool {
 fn start_reaper(judge: Arc<Judge>, lower: Lower, box_id: String) {
     let spawned = crate::signals::spawn_blocked("seam-reaper", move || {
         // First the locks a seamfs of this box that died here left (its records, `held`).
-        held::release_all_dead(&lower, &box_id);
+        crate::git_rules::held::release_all_dead(&lower, &box_id);
         let mut ticks = 0u32;
         loop {
             std::thread::sleep(crate::judge::locks::REAP_EVERY);

@@ -2,8 +2,9 @@
 //! the passthrough alone: judging locks and ref moves (`guard`), the heal sealed to a ref move
 //! (`heal_seal`) and the shared index lock it takes before the box's ref locks (`heal_lock`),
 //! the box's own index (`index_split`), `.git` files naming git dirs elsewhere (`dotgit`), the
-//! ref-store directories a lock need not refresh again (`ref_dirs`) and the
-//! `user.seamfs.verdict` attribute (`verdict_xattr`).
+//! ref-store directories a lock need not refresh again (`ref_dirs`), the
+//! `user.seamfs.verdict` attribute (`verdict_xattr`), the durable records of the locks seamfs
+//! holds (`held`) and of the box's own operation state (`own_ops`).
 //!
 //! Each is an `impl Core` block the core calls at a named point (a lookup, a create, a rename,
 //! a getxattr); none of them answers a FUSE request on its own.
@@ -13,6 +14,8 @@ mod guard;
 mod heal_lock;
 mod heal_seal;
 mod heal_watch;
+pub(crate) mod held;
 mod index_split;
+mod own_ops;
 mod ref_dirs;
 mod verdict_xattr;

@@ -16,7 +16,7 @@ use crate::judge::verdict::OP_STATE;
 use crate::layer::Layer;
 
 use super::held::machine;
-use super::Core;
+use crate::core::Core;
 use crate::index::names::LEGACY_OWN_OPS;
 
 impl<L: Layer> Core<L> {

@@ -23,7 +23,7 @@ use crate::judge::procs::{start_time, Proc};
 use crate::layer::Layer;
 use crate::lower::{fstat, Lower};
 
-use super::Core;
+use crate::core::Core;
 
 /// The record's name in a git dir.
 pub const HELD: &str = "index.seam-held";
