@@ -68,8 +68,10 @@ impl BoxShell {
     pub fn settle(&self) {
         match self {
             BoxShell::Local(d) => {
+                use seamfs::park::cli::park_pending;
+                let Some((root, _)) = park_pending(d) else { return };
                 let deadline = Instant::now() + Duration::from_secs(8);
-                while seamfs::park::cli::park_pending(d).is_some_and(|n| n > 0) && Instant::now() < deadline {
+                while park_pending(root).is_some_and(|(_, n)| n > 0) && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(50));
                 }
             }
@@ -123,4 +125,3 @@ pub fn ran_of(r: GuestRan) -> Ran {
         elapsed: r.elapsed,
     }
 }
-

@@ -82,9 +82,10 @@ fn finish(r: Result<(), ParkError>) -> i32 {
 /// In the box: parks the mount above `dir` has not committed yet (its root's
 /// `user.seamfs.status`, `park_pending`) are waited for, up to a burst's longest life.
 fn wait_for_pending(dir: &Path) {
+    let Some((root, _)) = park_pending(dir) else { return };
     let deadline = std::time::Instant::now() + Duration::from_secs(7);
     let mut said = false;
-    while let Some(n) = park_pending(dir).filter(|&n| n > 0) {
+    while let Some(n) = pending_at(root).filter(|&n| n > 0) {
         if std::time::Instant::now() > deadline {
             eprintln!("parked: {n} park(s) still not committed by seamfs; listing what is");
             return;
@@ -97,10 +98,11 @@ fn wait_for_pending(dir: &Path) {
     }
 }
 
-/// Parks not yet committed by the seamfs mount holding `dir` (`park_pending` of the nearest
-/// ancestor's `user.seamfs.status`); None where no seamfs mount holds it.
-pub fn park_pending(dir: &Path) -> Option<u64> {
-    dir.ancestors().find_map(pending_at)
+/// The root of the seamfs mount holding `dir` (its nearest ancestor with a
+/// `user.seamfs.status`) and the parks that mount has not committed yet (`park_pending`); None
+/// where no seamfs mount holds it. Found once, the root is polled alone.
+pub fn park_pending(dir: &Path) -> Option<(&Path, u64)> {
+    dir.ancestors().find_map(|d| pending_at(d).map(|n| (d, n)))
 }
 
 /// `park_pending` of the seamfs mount rooted at `dir`, if it is one (seamfs is Linux's).
