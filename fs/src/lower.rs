@@ -544,6 +544,28 @@ pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
     fstat(fd).map(|st| dev_ino(&st))
 }
 
+/// Gives a file seamfs just made the owner (and, with `mode`, the permission bits) of the file or
+/// directory it stands for, skipping what it has already: a chown or chmod that changes nothing
+/// still costs the share's server a round trip. What it has is the kernel's cached view, which
+/// the create that made it filled in.
+pub fn own_like(fd: RawFd, uid: u32, gid: u32, mode: Option<u32>) {
+    #[cfg(target_os = "linux")]
+    let has = if PORTABLE { None } else { statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_UID | libc::STATX_GID | libc::STATX_MODE).ok() };
+    #[cfg(not(target_os = "linux"))]
+    let has: Option<(u32, u32, u32)> = None;
+    #[cfg(target_os = "linux")]
+    let has = has.map(|x| (x.stx_uid, x.stx_gid, u32::from(x.stx_mode)));
+    if has.is_none_or(|(u, g, _)| (u, g) != (uid, gid)) {
+        // SAFETY: valid fd.
+        unsafe { libc::fchown(fd, uid, gid) };
+    }
+    if let Some(m) = mode.filter(|m| has.is_none_or(|(_, _, h)| h & 0o7777 != m & 0o7777)) {
+        // SAFETY: valid fd. (`as _`: mode_t is u16 on macOS.)
+        #[allow(clippy::unnecessary_cast)]
+        unsafe { libc::fchmod(fd, (m & 0o7777) as _) };
+    }
+}
+
 /// A stat's device and inode number as `u64`s.
 pub fn dev_ino(st: &libc::stat) -> (u64, u64) {
     // The casts are for macOS, whose st_dev is an i32.

@@ -8,6 +8,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{CStr, CString};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::lower::Seen;
@@ -29,6 +30,8 @@ thread_local! {
     static REFRESHED: RefCell<Option<Vec<Named>>> = const { RefCell::new(None) };
     /// The process whose per-process memo spares refreshes made for it ([`as_process`]).
     static FOR_PROCESS: RefCell<Option<(u32, Arc<RecentRefresh>)>> = const { RefCell::new(None) };
+    /// The operation state a git dir's listing showed in this request ([`ops_listed`]).
+    static OPS_LISTED: RefCell<Option<(PathBuf, Vec<String>)>> = const { RefCell::new(None) };
 }
 
 /// Runs `f` with every `Lower::refresh` in it made as process `pid`'s own: one it made a moment
@@ -63,6 +66,7 @@ impl RefreshScope {
         REFRESHED.with(|r| {
             r.borrow_mut().get_or_insert_with(Vec::new).clear();
         });
+        OPS_LISTED.with(|o| *o.borrow_mut() = None);
         RefreshScope(())
     }
 }
@@ -70,7 +74,26 @@ impl RefreshScope {
 impl Drop for RefreshScope {
     fn drop(&mut self) {
         REFRESHED.with(|r| *r.borrow_mut() = None);
+        OPS_LISTED.with(|o| *o.borrow_mut() = None);
     }
+}
+
+/// The operation state in progress in `gitdir` (`rebase-merge`, `MERGE_HEAD`, ...): what a
+/// listing made earlier in this request showed, else what `list` finds, kept for the rest of
+/// it. A box ref rename asks twice (the guard's judge, then the sealed heal) within moments;
+/// the second listing only added a round trip. Outside a request every call lists.
+pub fn ops_listed(gitdir: &Path, list: impl FnOnce() -> Vec<String>) -> Vec<String> {
+    let in_request = REFRESHED.with(|r| r.borrow().is_some());
+    if in_request {
+        if let Some(ops) = OPS_LISTED.with(|o| o.borrow().as_ref().filter(|(d, _)| d == gitdir).map(|(_, v)| v.clone())) {
+            return ops;
+        }
+    }
+    let ops = list();
+    if in_request {
+        OPS_LISTED.with(|o| *o.borrow_mut() = Some((gitdir.to_path_buf(), ops.clone())));
+    }
+    ops
 }
 
 /// What the current request knows of a name's refresh.
@@ -108,6 +131,7 @@ pub fn pause(d: std::time::Duration) {
             seen.clear();
         }
     });
+    OPS_LISTED.with(|o| *o.borrow_mut() = None);
 }
 
 /// What the refresh of `rel` in this request found (`generation`: read before it).
@@ -184,6 +208,33 @@ mod tests {
     /// True when `rel` must be refreshed now: outside a request, or its first refresh in this one.
     fn first_in_request(rel: &CStr) -> bool {
         !matches!(in_request(rel), InRequest::Again(..))
+    }
+
+    #[test]
+    fn operation_state_is_listed_once_per_request_and_git_dir() {
+        let lists = std::cell::Cell::new(0);
+        let list = || {
+            lists.set(lists.get() + 1);
+            vec!["MERGE_HEAD".to_string()]
+        };
+        let (a, b) = (Path::new("a/.git"), Path::new("b/.git"));
+        ops_listed(a, list);
+        ops_listed(a, list);
+        assert_eq!(lists.get(), 2, "outside a request every call lists");
+        {
+            let _r = RefreshScope::begin();
+            assert_eq!(ops_listed(a, list), ["MERGE_HEAD"]);
+            assert_eq!(ops_listed(a, list), ["MERGE_HEAD"]);
+            assert_eq!(lists.get(), 3, "the request's first listing stands for the second");
+            ops_listed(b, list);
+            assert_eq!(lists.get(), 4, "another git dir is listed");
+            pause(std::time::Duration::ZERO);
+            ops_listed(b, list);
+            assert_eq!(lists.get(), 5, "a request that waited on the share lists again");
+        }
+        let _r = RefreshScope::begin();
+        ops_listed(b, list);
+        assert_eq!(lists.get(), 6, "a new request lists again");
     }
 
     #[test]

@@ -14,21 +14,25 @@ use super::guest::{share_log, BootSpec, Guest, GUEST_ENV};
 use super::bench::median;
 use super::{initramfs, static_dir, Cache, ShareMode};
 use crate::lab::cleanup::{on_signal_cleanup, temp_dir, CleanupGuard};
-use crate::lab::git::init_repo;
+use crate::lab::git::{host_commit, init_repo};
 use crate::lab::LabError;
 use crate::race::boxshell::guest_git_ms;
 
 /// seamfs's log in the guest.
 const LOG: &str = "/tmp/seamfs-counts.log";
 
-/// The commands counted, each after the step before (a box's add and commit, then reads).
-const COMMANDS: [&[&str]; 6] = [
-    &["add", "box.txt"],
-    &["commit", "-q", "-m", "box commit"],
-    &["rev-parse", "HEAD"],
-    &["status", "--porcelain"],
-    &["log", "-n", "100", "--oneline"],
-    &["reset", "-q", "--hard", "HEAD~"],
+/// The commands counted, each after the step before (a box's add and commit, then reads), and
+/// whether the host commits in the target's repository first (untimed): the box command then
+/// meets a move by the host, which seamfs heals its index onto (the reverse heal) and the raw
+/// share shows as it is.
+const COMMANDS: [(bool, &[&str]); 7] = [
+    (false, &["add", "box.txt"]),
+    (false, &["commit", "-q", "-m", "box commit"]),
+    (false, &["rev-parse", "HEAD"]),
+    (false, &["status", "--porcelain"]),
+    (false, &["log", "-n", "100", "--oneline"]),
+    (false, &["reset", "-q", "--hard", "HEAD~"]),
+    (true, &["status", "--porcelain"]),
 ];
 
 /// What to run besides the raw share and seamfs.
@@ -118,7 +122,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     }
     initramfs::build_with_tools(&cache.kernel()?, &static_dir()?, &extra, &tools, &initrd)?;
     let share_logged = !opts.timing_only;
-    let spec = BootSpec { mode, share_root: share, run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: share_logged };
+    let spec = BootSpec { mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: share_logged };
     let g = Guest::boot(cache, &spec)?;
     let share_log = share_logged.then(|| share_log(&root, mode));
     let env = if opts.timing_only { "" } else { "SEAMFS_LOG=debug " };
@@ -133,15 +137,23 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
             return Err(LabError::new("mount seamfs in the guest", Path::new(t.dir), String::from_utf8_lossy(&up.stderr)));
         }
     }
-    let mut rows: Vec<Counted> = COMMANDS.iter().map(|a| Counted { command: a.join(" "), ..Default::default() }).collect();
+    let mut rows: Vec<Counted> = COMMANDS
+        .iter()
+        .map(|(host, a)| Counted { command: format!("{}{}", a.join(" "), if *host { " (after a host commit)" } else { "" }), ..Default::default() })
+        .collect();
+    let mut host_commits = 0;
     for round in 0..opts.repeat {
         for t in &targets {
             g.write(&Path::new(t.dir).join("box.txt"), format!("box change {round}\n").as_bytes(), false)?;
         }
-        for (i, args) in COMMANDS.iter().enumerate() {
+        for (i, (host, args)) in COMMANDS.iter().enumerate() {
             // The order of the targets turns each round, so none always runs first.
             for k in 0..targets.len() {
                 let t = targets[(k + round) % targets.len()];
+                if *host {
+                    host_commits += 1;
+                    host_commit(&share.join(t.dir.trim_start_matches("/share/")), host_commits)?;
+                }
                 let before = match (t.log, opts.timing_only) {
                     (Some(log), false) => Some(log_lines(&g, log)?),
                     _ => None,

@@ -106,9 +106,13 @@ impl<L: Layer> Core<L> {
 
     /// Operation state present in a git dir now, from one listing (fresh on any share, where
     /// a lookup per name could meet a stale entry, and cheaper than one per name).
+    /// Asked again in the same request (the sealed heal after the judge), the first listing
+    /// stands (`refresh_scope::ops_listed`).
     pub(super) fn ops_present(&self, gitdir: &Path) -> Vec<String> {
-        let names = self.lower.list(&cpath(gitdir)).unwrap_or_default();
-        OP_STATE.iter().filter(|n| names.iter().any(|(x, _)| x == OsStr::new(n))).map(|n| n.to_string()).collect()
+        crate::refresh_scope::ops_listed(gitdir, || {
+            let names = self.lower.list(&cpath(gitdir)).unwrap_or_default();
+            OP_STATE.iter().filter(|n| names.iter().any(|(x, _)| x == OsStr::new(n))).map(|n| n.to_string()).collect()
+        })
     }
 
     /// A branch hides history from process `p` when it reads absent while its reflog has

@@ -5,16 +5,16 @@
 //! progress, a proposal file is left for `seamd`. After a move by the host or another box, the
 //! box's next touch of its index heals `index-box.<id>` the same way (`reverse_heal`).
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
 use crate::core::Core;
-use crate::gitdata::{cpath, read_lower, read_lower_verified, GitDirRef, Head, HeadOid, RefState};
+use crate::gitdata::{cpath, read_lower, read_verified_in, GitDirRef, Head, HeadOid, RefState};
 use crate::heal::proposal::{ProposalName, BASE_PREFIX};
 use crate::heal::{blob_id, entries_digest, heal_owned, trim_heap_after, HealOptions, HealOutcome, Hint, HintData};
 use crate::index::names::SHARED_INDEX;
@@ -237,7 +237,8 @@ impl<L: Layer> Core<L> {
         self.same_owner_and_mode(&fd, &index);
         let written = final_bytes.map(|b| {
             let mut f = std::fs::File::from(fd);
-            f.write_all(&b).and_then(|()| f.sync_all()).map(|()| b.len())
+            // On the server before the rename publishes it (ADR 0055): written back, not fsynced.
+            f.write_all(&b).map(|()| crate::lower::write_back(f.as_raw_fd())).map(|()| b.len())
         });
         match written {
             Some(Ok(index_len)) => {
@@ -299,13 +300,9 @@ impl<L: Layer> Core<L> {
 
     /// A replacement keeps the owner and mode of the file it replaces.
     fn same_owner_and_mode(&self, fd: &OwnedFd, like: &Path) {
-        use std::os::fd::AsRawFd;
         if let Ok(st) = self.lower.stat(&cpath(like)) {
-            // SAFETY: valid fd.
-            unsafe {
-                libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid);
-                libc::fchmod(fd.as_raw_fd(), st.st_mode & 0o7777);
-            }
+            #[allow(clippy::unnecessary_cast)] // mode_t is u16 on macOS
+            crate::lower::own_like(fd.as_raw_fd(), st.st_uid, st.st_gid, Some(st.st_mode as u32));
         }
     }
 
@@ -396,15 +393,13 @@ impl<L: Layer> Core<L> {
         if let Ok(fd) = created {
             // Owned like the git dir, so its owner can remove the repository.
             if let Ok(st) = self.lower.stat(&cpath(gitdir)) {
-                use std::os::fd::AsRawFd;
-                // SAFETY: valid fd.
-                unsafe { libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid) };
+                crate::lower::own_like(fd.as_raw_fd(), st.st_uid, st.st_gid, None);
             }
             let mut f = std::fs::File::from(fd);
             if f.write_all(commit.as_bytes()).is_ok() {
                 // On the server before the rename publishes it: a share that caches writes (9p
                 // cache=loose) would otherwise let the next fresh read find it empty.
-                crate::lower::write_back(std::os::fd::AsRawFd::as_raw_fd(&f));
+                crate::lower::write_back(f.as_raw_fd());
                 let cbase = cpath(&gitdir.join(base));
                 if self.lower.rename(&ctmp, &cbase, 0).is_ok() {
                     // What was just written is what the next read finds (`Lower::read_own`).
@@ -449,24 +444,26 @@ impl<L: Layer> Core<L> {
         // A heal rewrites the box's staging: what it acts on is read again, checked against
         // the share's listings, so a stale HEAD, branch or box index never drives it (a branch
         // reading missing falls back to packed-refs and would heal the box back in time).
+        // HEAD, the sync point and the box's index are read against one listing of the git
+        // dir, which also names the other boxes' indexes.
         let names = self.layer.names();
+        let wanted = [OsStr::new("HEAD"), OsStr::new(names.base()), OsStr::new(names.index())];
+        let Ok((read, listing)) = read_verified_in(&self.lower, gitdir, &wanted) else { return 0 };
+        let [head_bytes, Some(base), Some(bytes)] = <[_; 3]>::try_from(read).unwrap_or_default() else { return 0 };
         let verified = GitDirRef::open(&self.lower, gitdir.to_path_buf()).verified();
-        let (Ok(HeadOid::At(head)), Ok(Some(base))) = (verified.head_oid(), read_lower_verified(&self.lower, &gitdir.join(names.base())))
-        else {
-            return 0;
-        };
+        let head = head_bytes.map(|b| Head::parse(&b)).transpose();
+        let Ok(HeadOid::At(head)) = head.and_then(|h| verified.oid_of_head(h)) else { return 0 };
         let base = String::from_utf8_lossy(&base).trim().to_string();
         if base == head {
             return 0;
         }
         let index = gitdir.join(names.index());
-        let Some(bytes) = read_lower_verified(&self.lower, &index).ok().flatten() else { return 0 };
         let copied = bytes.len();
-        let common = GitDirRef::open(&self.lower, gitdir.to_path_buf()).common;
+        let common = verified.common.clone();
         // The mover's index usually holds the tree it moved HEAD to: the host's shared index
         // (a box's sealed heal writes it too), else the other box that committed.
         let shared = || self.open_hint(&gitdir.join(SHARED_INDEX));
-        let others: Vec<_> = self.other_box_indexes(gitdir).into_iter().map(|p| move || self.open_hint(&p)).collect();
+        let others: Vec<_> = self.other_box_indexes(gitdir, &listing).into_iter().map(|p| move || self.open_hint(&p)).collect();
         let mut hints: Vec<Hint> = vec![&shared];
         hints.extend(others.iter().map(|f| f as Hint));
         let opts = HealOptions { index_mtime: self.index_mtime(&index), hints: &hints };
@@ -478,7 +475,8 @@ impl<L: Layer> Core<L> {
                 let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return copied };
                 self.same_owner_and_mode(&fd, &index);
                 let mut f = std::fs::File::from(fd);
-                if f.write_all(&healed).and_then(|()| f.sync_all()).is_ok()
+                // On the server before the rename (ADR 0055): written back, not fsynced.
+                if f.write_all(&healed).map(|()| crate::lower::write_back(f.as_raw_fd())).is_ok()
                     && self.lower.rename(&lock, &cpath(&index), 0).is_ok()
                 {
                     info!(gitdir = %gitdir.display(), from = %base, to = %head, "box index healed after a move by the host or another box");
@@ -499,13 +497,12 @@ impl<L: Layer> Core<L> {
         copied
     }
 
-    /// Other boxes' indexes in `gitdir` (lower-relative), most recently written first, at
-    /// most [`OTHER_BOX_HINTS`]: hints for a heal after one of them committed.
-    fn other_box_indexes(&self, gitdir: &Path) -> Vec<PathBuf> {
+    /// Other boxes' indexes in `gitdir` (lower-relative) by its `listing`, most recently
+    /// written first, at most [`OTHER_BOX_HINTS`]: hints for a heal after one of them committed.
+    fn other_box_indexes(&self, gitdir: &Path, listing: &[(OsString, u64)]) -> Vec<PathBuf> {
         let names = self.layer.names();
-        let Ok(listed) = self.lower.list(&cpath(gitdir)) else { return Vec::new() };
-        let mut found: Vec<(i64, PathBuf)> = listed
-            .into_iter()
+        let mut found: Vec<(i64, PathBuf)> = listing
+            .iter()
             .filter(|(n, _)| names.is_other_box_index(n))
             .filter_map(|(n, _)| {
                 let p = gitdir.join(n);

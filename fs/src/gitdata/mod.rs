@@ -10,7 +10,7 @@ mod refs;
 pub use dotgit::{parse_gitdir_file, DotGitError};
 pub use refs::{find_packed, Head, HeadOid, RefError, RefState};
 
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -138,28 +138,53 @@ const VERIFY_TRIES: usize = 5;
 /// again, so a stale read is never taken for the truth. Costs one listing per read: for what a
 /// heal acts on, not the hot path. Errors with EAGAIN if the share stays stale.
 pub fn read_lower_verified(lower: &Lower, rel: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    let c = cpath(rel);
-    let dir = cpath(rel.parent().unwrap_or(Path::new("")));
+    let dir = rel.parent().unwrap_or(Path::new(""));
     let name = rel.file_name().unwrap_or_default();
+    let (mut read, _) = read_verified_in(lower, dir, &[name])?;
+    Ok(read.pop().flatten())
+}
+
+/// A directory's listing: names and inode numbers.
+pub type Listing = Vec<(OsString, u64)>;
+
+/// Files of one lower directory read as [`read_lower_verified`] reads one, all checked against
+/// one listing of it, which is returned too (names and inode numbers): a heal acting on several
+/// names of a git dir (HEAD, its sync point, the box's index) pays one listing, not one each.
+/// Every name is opened before the listing, so each is checked exactly as it was alone.
+pub fn read_verified_in(lower: &Lower, dir: &Path, names: &[&OsStr]) -> std::io::Result<(Vec<Option<Vec<u8>>>, Listing)> {
+    let cdir = cpath(dir);
+    let paths: Vec<CString> = names.iter().map(|n| cpath(&dir.join(n))).collect();
     for _ in 0..VERIFY_TRIES {
-        lower.refresh_again(&c);
-        let opened = match lower.open_regular(&c) {
-            Ok(x) => Some(x),
-            Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => None,
-            Err(e) => return Err(e.into()),
-        };
-        let listed = lower.list(&dir)?.into_iter().find(|(n, _)| n == name).map(|(_, ino)| ino);
-        match (opened, listed) {
-            (None, None) => return Ok(None),
-            (Some((fd, st)), Some(ino)) if st.st_ino == ino => return read_meta(fd, &st).map(Some),
-            // A lower that never revalidates keeps the first inode number under the name, but
-            // its O_DIRECT open read the server's current file (`crate::lower_cache`).
-            (Some((fd, st)), Some(_)) if lower.stale_pages().is_some() => return read_meta(fd, &st).map(Some),
-            // Stale: the refresh on the next try is a forced revalidation.
-            _ => crate::refresh_scope::pause(std::time::Duration::from_millis(5)),
+        let mut opened = Vec::with_capacity(paths.len());
+        for c in &paths {
+            lower.refresh_again(c);
+            opened.push(match lower.open_regular(c) {
+                Ok(x) => Some(x),
+                Err(ReadError::Io(e)) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(e) => return Err(e.into()),
+            });
         }
+        let listing = lower.list(&cdir)?;
+        let fresh = names.iter().zip(&opened).all(|(name, o)| {
+            let listed = listing.iter().find(|(n, _)| n == name).map(|(_, ino)| *ino);
+            match (o, listed) {
+                (None, None) => true,
+                (Some((_, st)), Some(ino)) if st.st_ino == ino => true,
+                // A lower that never revalidates keeps the first inode number under the name, but
+                // its O_DIRECT open read the server's current file (`crate::lower_cache`).
+                (Some(_), Some(_)) => lower.stale_pages().is_some(),
+                _ => false,
+            }
+        });
+        if fresh {
+            let read = opened.into_iter().map(|o| o.map(|(fd, st)| read_meta(fd, &st)).transpose()).collect::<std::io::Result<_>>()?;
+            return Ok((read, listing));
+        }
+        // Stale: the refresh on the next try is a forced revalidation.
+        crate::refresh_scope::pause(std::time::Duration::from_millis(5));
     }
-    Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{} reads stale on the share", rel.display())))
+    let what: Vec<_> = names.iter().map(|n| dir.join(n).display().to_string()).collect();
+    Err(std::io::Error::new(std::io::ErrorKind::WouldBlock, format!("{} reads stale on the share", what.join(", "))))
 }
 
 fn read_lower_c(lower: &Lower, c: &CStr) -> std::io::Result<Option<Vec<u8>>> {
@@ -181,5 +206,50 @@ mod tests {
         assert_eq!(join_beneath(Path::new("a"), Path::new("../..")), None);
         assert_eq!(join_beneath(Path::new("a"), Path::new("/etc")), None);
         assert_eq!(join_beneath(Path::new(""), Path::new("./x/y")), Some(PathBuf::from("x/y")));
+    }
+
+    /// A scratch git dir (removed on drop) and a lower on its parent.
+    struct Scratch(PathBuf);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(tag: &str) -> (Scratch, Lower) {
+        let dir = std::env::temp_dir().join(format!("seamfs-verified-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join(".git")).unwrap();
+        std::fs::write(dir.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(dir.join(".git/index-box.b.seam-base"), "1111111111111111111111111111111111111111\n").unwrap();
+        let lower = Lower::open(&dir).unwrap();
+        (Scratch(dir), lower)
+    }
+
+    #[test]
+    fn names_of_one_dir_are_read_against_one_listing() {
+        let (_s, lower) = scratch("many");
+        let names = [OsStr::new("HEAD"), OsStr::new("index-box.b.seam-base"), OsStr::new("index-box.b")];
+        let (read, listing) = read_verified_in(&lower, Path::new(".git"), &names).unwrap();
+        assert_eq!(read[0].as_deref(), Some(&b"ref: refs/heads/main\n"[..]));
+        assert_eq!(read[1].as_deref(), Some(&b"1111111111111111111111111111111111111111\n"[..]));
+        assert_eq!(read[2], None, "a name the listing lacks reads as absent");
+        let mut listed: Vec<_> = listing.into_iter().map(|(n, _)| n).collect();
+        listed.sort();
+        assert_eq!(listed, ["HEAD", "index-box.b.seam-base"]);
+        // One name alone reads as the batch does.
+        assert_eq!(read_lower_verified(&lower, Path::new(".git/HEAD")).unwrap().as_deref(), Some(&b"ref: refs/heads/main\n"[..]));
+    }
+
+    #[test]
+    fn a_fifo_among_the_names_fails_the_read_and_opens_nothing() {
+        let (s, lower) = scratch("fifo");
+        let fifo = CString::new(s.0.join(".git/index-box.b").as_os_str().as_bytes()).unwrap();
+        // SAFETY: valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let names = [OsStr::new("HEAD"), OsStr::new("index-box.b")];
+        // Opening a FIFO for reading would block without a writer: it must be refused instead.
+        let err = read_verified_in(&lower, Path::new(".git"), &names).unwrap_err();
+        assert_ne!(err.kind(), std::io::ErrorKind::WouldBlock, "{err}");
     }
 }

@@ -163,7 +163,12 @@ impl GitDirRef<'_> {
 
     /// What HEAD points at, through its branch; None for an unborn branch.
     pub fn head_oid(&self) -> Result<HeadOid, RefError> {
-        match self.head()? {
+        self.oid_of_head(self.head()?)
+    }
+
+    /// [`Self::head_oid`] for a HEAD already read (`None`: missing), its branch read here.
+    pub fn oid_of_head(&self, head: Option<Head>) -> Result<HeadOid, RefError> {
+        match head {
             None => Err(RefError::Malformed { path: "HEAD".into(), why: "missing" }),
             Some(Head::Detached(oid)) => Ok(HeadOid::At(oid)),
             Some(Head::Symbolic(r)) => Ok(match self.resolve(&r)? {

@@ -128,8 +128,7 @@ fn give_like_dir(lower: &Lower, box_lock: &CStr, fd: &std::os::fd::OwnedFd) {
     };
     let Ok(dir) = CString::new(dir) else { return };
     if let Ok(st) = lower.stat(&dir) {
-        // SAFETY: a valid fd.
-        unsafe { libc::fchown(fd.as_raw_fd(), st.st_uid, st.st_gid) };
+        crate::lower::own_like(fd.as_raw_fd(), st.st_uid, st.st_gid, None);
     }
 }
 

@@ -104,6 +104,54 @@ fn box_commit_heals_the_host_index_at_once() {
     env.finish();
 }
 
+/// Owner and mode bits of a file on the backing dir.
+fn owner_mode(p: &Path) -> (u32, u32, u32) {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(p).unwrap_or_else(|e| panic!("stat {}: {e}", p.display()));
+    (md.uid(), md.gid(), md.mode() & 0o7777)
+}
+
+/// In a repository a host user owns, the files seamfs writes for its heals (as root) end up
+/// with the owner and mode of the file they replace, or of the git dir: the shared index after
+/// a box commit (mode 0600 kept), the box's index after a host commit, the sync point. seamfs
+/// skips a chown or chmod that would change nothing (ADR 0055); these must still be made.
+#[test]
+fn heal_written_files_keep_the_host_users_owner_and_mode() {
+    const USER: (u32, u32) = (1000, 1000);
+    let env = Env::new("heal-owner", &[]);
+    let r = env.host_repo("repo", FILES);
+    let chown = run(Command::new("chown").args(["-R", &format!("{}:{}", USER.0, USER.1)]).arg(&r.host));
+    assert!(chown.success(), "chown the repository: {chown}");
+    let set_mode = |p: &Path, m: u32| std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).expect("chmod");
+    set_mode(&r.h(".git/index"), 0o600);
+    let user = seam_tests::Git::as_user(USER.0, USER.1);
+
+    write(&r.b("b.txt"), "b from the box\n");
+    user.run(&r.boxed, &["add", "b.txt"]);
+    user.run(&r.boxed, &["commit", "-q", "-m", "box b"]);
+    // Checked before any host git reads it: git rewrites an index it refreshes with its own mode.
+    assert_eq!(owner_mode(&r.h(".git/index")), (USER.0, USER.1, 0o600), "the healed shared index:\n{}", env.log());
+    assert!(status(&user, &r.host).is_empty(), "the box commit was not healed into the host's index:\n{}", env.log());
+    let base = r.h(".git").join(format!("{}.seam-base", env.index_box()));
+    assert_eq!(owner_mode(&base).0, USER.0, "the sync point is owned like the git dir");
+
+    let index_box = r.h(".git").join(env.index_box());
+    set_mode(&index_box, 0o600);
+    write(&r.h("h.txt"), "host\n");
+    user.run(&r.host, &["add", "h.txt"]);
+    user.run(&r.host, &["commit", "-q", "-m", "host"]);
+    let head = user.run(&r.host, &["rev-parse", "HEAD"]).trim().to_string();
+    // `ls-files` reads the index and never writes it: what is on the backing dir is the heal's.
+    let listed = user.run(&r.boxed, &["ls-files"]);
+    assert!(listed.lines().any(|l| l == "h.txt"), "the box's index lacks the host's file after its commit:\n{listed}\n{}", env.log());
+    let synced = std::fs::read_to_string(&base).expect("read the sync point");
+    assert_eq!(synced.trim(), head, "the box's index was not healed onto the host's commit:\n{}", env.log());
+    assert_eq!(owner_mode(&index_box), (USER.0, USER.1, 0o600), "the healed box index:\n{}", env.log());
+    // Root's git checks the repository at the end: give it back.
+    assert!(run(Command::new("chown").args(["-R", "0:0"]).arg(&r.host)).success());
+    env.finish();
+}
+
 /// A sync point's temporary left behind (a seamfs that died mid-write, whose pid the running one
 /// now has) does not keep the sync point from moving: the create meets it, removes it and
 /// writes the record (the unlink is no longer made before every create).
