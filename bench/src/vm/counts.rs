@@ -151,6 +151,9 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
             for k in 0..targets.len() {
                 let t = targets[(k + round) % targets.len()];
                 if *host {
+                    // The guest's dirty pages reach the host first: over 9p `cache=loose` the raw
+                    // share's host would otherwise read the box's last index short and fail.
+                    g.sh("sync")?;
                     host_commits += 1;
                     host_commit(&share.join(t.dir.trim_start_matches("/share/")), host_commits)?;
                 }
