@@ -466,6 +466,12 @@ impl Again {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Listings this thread made (`Lower::list_at_most`), for the unit tests that count them.
+    pub(crate) static LISTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// What a forced revalidation learned from the share's server about the name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen {
@@ -494,6 +500,8 @@ impl Lower {
     /// (`fdopendir`), with no `/proc`, so it is the same on every host.
     pub fn list_at_most(&self, rel: &CStr, max: usize) -> io::Result<Vec<(std::ffi::OsString, u64)>> {
         use std::os::fd::IntoRawFd;
+        #[cfg(test)]
+        LISTED.with(|n| n.set(n.get() + 1));
         use std::os::unix::ffi::OsStringExt;
         let fd = self.open_at(rel, libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
         // SAFETY: fdopendir takes ownership of a valid directory fd; closedir below releases it.

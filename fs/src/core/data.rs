@@ -491,6 +491,9 @@ impl<L: Layer> Core<L> {
         };
         self.guard_created(parent, &child, class, who.pid, made, created.as_ref());
         let node = entry.attr.ino.0;
+        if made {
+            self.fresh_files.made(node);
+        }
         let size = created.map_or(0, |st| st.st_size as u64);
         let (fopen, passthrough) = self.fopen_flags(node, size, open_flags, false)?;
         Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false, snapshot: None }))
@@ -818,6 +821,37 @@ mod snapshot_tests {
         let (dir, c, pid, id) = head("fresh", false);
         let o = c.open(id, libc::O_RDONLY, pid).unwrap();
         assert!(o.fd.is_some() && o.snapshot.is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Over a lower that never revalidates, asking its server whether a lock exists is a listing
+    /// of the git dir. A lock a box process holds is not the host's: git's lookups of its own
+    /// lock before the rename ask nothing; a lock the host made is still asked about.
+    #[test]
+    fn a_lock_the_box_holds_is_looked_up_without_a_listing() {
+        use crate::core::namespace::Caller;
+        use crate::lower::LISTED;
+        let dir = repo("heldlock");
+        let lower = Lower::open(&dir).unwrap().as_if_stale();
+        let opts = CoreOptions { passthrough: false, lock_wait: std::time::Duration::from_millis(20), ..CoreOptions::default() };
+        let c = Core::new(lower, GitLayer::default(), Class::WorkTree, opts).unwrap();
+        let pid = std::process::id();
+        // SAFETY: plain getters.
+        let who = Caller { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() }, pid };
+        let git = c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0;
+        let (_, o) = c.create(git, OsStr::new("HEAD.lock"), 0o100644, 0o022, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, who).unwrap();
+        let fh = c.register(o, false);
+        let listed = |f: &dyn Fn()| {
+            let before = LISTED.with(|n| n.get());
+            f();
+            LISTED.with(|n| n.get()) - before
+        };
+        let held = listed(&|| drop(c.lookup(git, OsStr::new("HEAD.lock"), pid).unwrap()));
+        assert_eq!(held, 0, "a lookup of the box's own lock listed the git dir {held} times");
+        std::fs::write(dir.join(".git/ORIG_HEAD.lock"), b"").unwrap();
+        let host = listed(&|| drop(c.lookup(git, OsStr::new("ORIG_HEAD.lock"), pid).unwrap()));
+        assert!(host >= 1, "a lock the host made is asked of the server (its listing): the count counts");
+        c.release(fh);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

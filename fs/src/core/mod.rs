@@ -6,6 +6,7 @@
 
 mod data;
 mod dir;
+mod fresh_files;
 mod killpriv;
 mod listing;
 pub(crate) mod names;
@@ -125,6 +126,8 @@ pub struct Core<L: Layer> {
     /// The session's notifier, once mounted (`Core::notifier_slot`): without it live refs'
     /// attributes are not kept (ADR 0036).
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// Files CREATE made, whose capabilities the kernel asks about before their first write.
+    pub(crate) fresh_files: fresh_files::FreshFiles,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -168,6 +171,7 @@ impl<L: Layer> Core<L> {
             listings: Default::default(),
             reverse_heals: Default::default(),
             notifier: Default::default(),
+            fresh_files: Default::default(),
         })
     }
 
@@ -484,6 +488,7 @@ impl<L: Layer> Core<L> {
 
     /// FORGET.
     pub fn forget(&self, id: u64, n: u64) {
+        self.fresh_files.changed(id);
         self.inodes.forget(id, n);
     }
 

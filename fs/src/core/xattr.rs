@@ -9,6 +9,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use fuser::Errno;
 
+use super::fresh_files::CAPS;
 use super::Core;
 use crate::layer::Layer;
 use crate::lower::proc_fd_path;
@@ -56,6 +57,10 @@ impl<L: Layer> Core<L> {
         if self.is_status_xattr(id, name) {
             return answer(self.status_xattr(), size);
         }
+        let caps = name.as_bytes() == CAPS;
+        if let Some(e) = caps.then(|| self.fresh_files.no_caps(id)).flatten() {
+            return Err(e);
+        }
         let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
@@ -64,7 +69,11 @@ impl<L: Layer> Core<L> {
         let r = unsafe {
             libc::getxattr(p.as_ptr(), n.as_ptr(), if size == 0 { std::ptr::null_mut() } else { buf.as_mut_ptr().cast() }, size as usize)
         };
-        sized(r, buf, size)
+        let answer = sized(r, buf, size);
+        if caps {
+            self.fresh_files.learn(&answer);
+        }
+        answer
     }
 
     /// LISTXATTR.
@@ -85,6 +94,7 @@ impl<L: Layer> Core<L> {
             // Computed on every read: a stored value would be a stale answer.
             return Err(Errno::EPERM);
         }
+        self.fresh_files.changed(id);
         let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;
@@ -97,6 +107,7 @@ impl<L: Layer> Core<L> {
         if self.is_verdict_xattr(name) || self.is_status_xattr(id, name) {
             return Err(Errno::EPERM);
         }
+        self.fresh_files.changed(id);
         let fd = self.node_or_open_fd(id)?;
         let p = proc_fd_path(fd.as_raw_fd());
         let n = cname(name)?;

@@ -196,6 +196,12 @@ impl<L: Layer> Core<L> {
     /// A lock that exists on the lower and that no box process holds is the host's: wait for
     /// it (bounded) so short host operations serialise instead of failing the box command.
     pub(crate) fn wait_host_lock(&self, path: &CStr) {
+        // A lock a box process holds is not the host's: nothing to wait for, and no need to ask
+        // the share (over a lower that never revalidates that is a listing of the git dir,
+        // made at each of git's lookups of its own lock before the rename).
+        if self.judge.locks.holder(&path.to_owned()).is_some() {
+            return;
+        }
         let deadline = Instant::now() + self.opts.lock_wait;
         // The lookup that brought us here may have refreshed the name already; every later look
         // must reach the share's server again.

@@ -816,3 +816,45 @@ fn a_create_in_a_directory_the_host_removed_over_a_share_is_never_estale() {
     m.unmount();
     s.unmount();
 }
+
+/// Before the first write to a file the kernel asks whether it carries file capabilities; for a
+/// file CREATE just made seamfs answers "none" itself, in the lower's own words (ADR 0056),
+/// instead of asking the share (six GETXATTRs in one box `git commit`). What the file says
+/// afterwards, to a reader or once a capability is set on it, is the lower's.
+#[test]
+fn a_new_file_written_costs_the_share_no_capability_question() {
+    let f = seamfs_over_fast_share("caps");
+    let dir = f.m.join("repo");
+    let backing_answer = sys::getxattr(&f.s.join("repo/a.txt"), "security.capability", 0, true).map(drop);
+    assert!(backing_answer.is_err(), "a.txt on the share carries no capability: {backing_answer:?}");
+    // The first new file teaches seamfs the lower's errno for a missing attribute.
+    std::fs::write(dir.join("first.txt"), "1\n").expect("write first.txt");
+    const FILES: u64 = 10;
+    let trace = FuseRequests::of(f.s.path(), "caps");
+    for i in 0..FILES {
+        std::fs::write(dir.join(format!("new-{i}.txt")), "n\n").expect("write a new file");
+    }
+    let (asked, all) = trace.count("FUSE_GETXATTR");
+    let (creates, _) = trace.count("FUSE_CREATE");
+    eprintln!("{FILES} new files written: {asked} GETXATTRs, {creates} CREATEs, {all} requests on the share ({:?})", trace.counts());
+    assert_eq!(creates, FILES, "each new file reached the share: the trace counts this mount");
+    // The share's own kernel may ask once per file for seamfs's write to it: at most that.
+    assert!(asked <= FILES, "{asked} GETXATTRs on the share for {FILES} new files: seamfs asked it about their capabilities");
+    // A reader asking is told what the lower says, once the kernel's question is spent.
+    let fresh = dir.join("new-0.txt");
+    assert_eq!(sys::getxattr(&fresh, "security.capability", 0, true).map(drop), backing_answer, "a new file's capability reads as the share says");
+    // A capability set on a fresh file (root may) is read back, from the lower.
+    // `vfs_cap_data` revision 2, permitted: `cap_net_raw`.
+    let cap: [u8; 20] = [0, 0, 0, 2, 0, 0x20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let set = dir.join("setcap.txt");
+    std::fs::File::create(&set).expect("create setcap.txt");
+    match sys::setxattr(&set, "security.capability", &cap, 0, true) {
+        Ok(()) => {
+            let got = sys::getxattr(&set, "security.capability", 64, true).expect("a capability just set reads back");
+            assert_eq!(got, cap, "the capability read back is the one set");
+        }
+        Err(e) => eprintln!("the share keeps no capabilities ({e:?}): the set-then-read half is not run"),
+    }
+    drop(trace);
+    f.unmount();
+}
