@@ -552,18 +552,30 @@ pub fn identity(fd: RawFd) -> io::Result<(u64, u64)> {
     fstat(fd).map(|st| dev_ino(&st))
 }
 
+/// The owner and mode the kernel has cached for `fd`, read without a round trip; None where
+/// that cannot be told (the portable build).
+fn cached_owner_mode(fd: RawFd) -> Option<(u32, u32, u32)> {
+    #[cfg(target_os = "linux")]
+    if !PORTABLE {
+        let x = statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_UID | libc::STATX_GID | libc::STATX_MODE).ok()?;
+        return Some((x.stx_uid, x.stx_gid, u32::from(x.stx_mode)));
+    }
+    let _ = fd;
+    None
+}
+
 /// Gives a file seamfs just made the owner (and, with `mode`, the permission bits) of the file or
 /// directory it stands for, skipping what it has already: a chown or chmod that changes nothing
 /// still costs the share's server a round trip. What it has is the kernel's cached view, which
-/// the create that made it filled in.
+/// the create that made it filled in. An id of `u32::MAX` is left as it is, as `fchown(2)` does.
 pub fn own_like(fd: RawFd, uid: u32, gid: u32, mode: Option<u32>) {
-    #[cfg(target_os = "linux")]
-    let has = if PORTABLE { None } else { statx_cached(fd, c"", libc::AT_EMPTY_PATH, libc::STATX_UID | libc::STATX_GID | libc::STATX_MODE).ok() };
-    #[cfg(not(target_os = "linux"))]
-    let has: Option<(u32, u32, u32)> = None;
-    #[cfg(target_os = "linux")]
-    let has = has.map(|x| (x.stx_uid, x.stx_gid, u32::from(x.stx_mode)));
-    if has.is_none_or(|(u, g, _)| (u, g) != (uid, gid)) {
+    let has = cached_owner_mode(fd);
+    let differs = |want: u32, had: u32| want != u32::MAX && want != had;
+    let chown = match has {
+        Some((u, g, _)) => differs(uid, u) || differs(gid, g),
+        None => uid != u32::MAX || gid != u32::MAX,
+    };
+    if chown {
         // SAFETY: valid fd.
         unsafe { libc::fchown(fd, uid, gid) };
     }
@@ -584,6 +596,16 @@ pub fn dev_ino(st: &libc::stat) -> (u64, u64) {
 /// Same file: device and inode number.
 pub fn same_file(a: &libc::stat, dev: u64, ino: u64) -> bool {
     dev_ino(a) == (dev, ino)
+}
+
+/// Writes `bytes` to a file seamfs just made and waits for them to reach the server
+/// (`write_back`, ADR 0055), so that the rename publishing it never shows the host a short file.
+pub fn write_whole(fd: OwnedFd, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(bytes)?;
+    write_back(f.as_raw_fd());
+    Ok(())
 }
 
 /// Writes back a file's dirty pages and waits for them; unlike fsync it asks no disk flush of

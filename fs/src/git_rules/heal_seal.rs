@@ -235,11 +235,8 @@ impl<L: Layer> Core<L> {
             })
         };
         self.same_owner_and_mode(&fd, &index);
-        let written = final_bytes.map(|b| {
-            let mut f = std::fs::File::from(fd);
-            // On the server before the rename publishes it (ADR 0055): written back, not fsynced.
-            f.write_all(&b).map(|()| crate::lower::write_back(f.as_raw_fd())).map(|()| b.len())
-        });
+        // On the server before the rename publishes it (ADR 0055): written back, not fsynced.
+        let written = final_bytes.map(|b| crate::lower::write_whole(fd, &b).map(|()| b.len()));
         match written {
             Some(Ok(index_len)) => {
                 let ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -474,10 +471,8 @@ impl<L: Layer> Core<L> {
                 // A box git holding its own index lock is mid-write: heal on the next touch.
                 let Ok(fd) = self.lower.open_at(&lock, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, 0o644) else { return copied };
                 self.same_owner_and_mode(&fd, &index);
-                let mut f = std::fs::File::from(fd);
                 // On the server before the rename (ADR 0055): written back, not fsynced.
-                if f.write_all(&healed).map(|()| crate::lower::write_back(f.as_raw_fd())).is_ok()
-                    && self.lower.rename(&lock, &cpath(&index), 0).is_ok()
+                if crate::lower::write_whole(fd, &healed).is_ok() && self.lower.rename(&lock, &cpath(&index), 0).is_ok()
                 {
                     info!(gitdir = %gitdir.display(), from = %base, to = %head, "box index healed after a move by the host or another box");
                     self.set_base(gitdir, &head);

@@ -238,10 +238,7 @@ pub fn publish(lower: &Lower, dest: &Path, bytes: &[u8], owner: NewFile) -> Resu
         .map_err(io("create", &tmp))?;
     let mut f = std::fs::File::from(fd);
     let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    if owner.uid != u32::MAX || owner.gid != u32::MAX {
-        // SAFETY: valid fd.
-        unsafe { libc::fchown(f.as_raw_fd(), owner.uid, owner.gid) };
-    }
+    crate::lower::own_like(f.as_raw_fd(), owner.uid, owner.gid, None);
     drop(f);
     let result = written.map_err(io("write", &tmp)).and_then(|()| {
         let cdest: CString = cpath(dest);
