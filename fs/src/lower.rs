@@ -426,6 +426,8 @@ impl Lower {
     /// the share to change.
     pub fn refresh_again(&self, rel: &CStr) -> Seen {
         REFRESHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        #[cfg(test)]
+        REFRESHED_HERE.with(|v| v.borrow_mut().push(rel.to_owned()));
         crate::refresh_scope::forget_bytes(rel);
         // Counted by `seam-lab vm counts` from the guest's debug log.
         tracing::debug!(name = ?rel, "refreshed");
@@ -470,6 +472,8 @@ impl Again {
 thread_local! {
     /// Listings this thread made (`Lower::list_at_most`), for the unit tests that count them.
     pub(crate) static LISTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Names this thread refreshed (`Lower::refresh_again`), for the unit tests that count them.
+    pub(crate) static REFRESHED_HERE: std::cell::RefCell<Vec<CString>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// What a forced revalidation learned from the share's server about the name.

@@ -858,4 +858,33 @@ mod snapshot_tests {
         c.release(fh);
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    /// The heal check at the box's `index.lock` create refreshes HEAD and its branch after the
+    /// create's barrier; those refreshes stand for the process, so its lookup of `index` after
+    /// the rename (as git makes it) asks the share nothing more about them (ADR 0033).
+    #[test]
+    fn the_index_lock_creates_heal_check_stands_for_the_process() {
+        use crate::core::namespace::Caller;
+        use crate::lower::REFRESHED_HERE;
+        let dir = repo("lockcheck");
+        let git_cli = |args: &[&str]| assert!(std::process::Command::new("git").args(args).current_dir(&dir).status().unwrap().success());
+        std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+        git_cli(&["add", "a.txt"]);
+        git_cli(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a"]);
+        let c = core(&dir, false);
+        let pid = std::process::id();
+        // SAFETY: plain getters.
+        let who = Caller { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() }, pid };
+        let git = c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0;
+        c.lookup(git, OsStr::new("index"), pid).unwrap();
+        let (_, o) = c.create(git, OsStr::new("index.lock"), 0o100644, 0o022, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, who).unwrap();
+        let fh = c.register(o, false);
+        REFRESHED_HERE.with(|v| v.borrow_mut().clear());
+        c.lookup(git, OsStr::new("index"), pid).unwrap();
+        let again: Vec<_> = REFRESHED_HERE.with(|v| v.borrow().clone());
+        let named = |n: &std::ffi::CStr| again.iter().any(|r| r.as_c_str() == n);
+        assert!(!named(c".git/HEAD") && !named(c".git/refs/heads/main"), "the lookup refreshed again: {again:?}");
+        c.release(fh);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -276,8 +276,10 @@ impl<L: Layer> Core<L> {
         if self.layer.index_split() && *child.lower == *self.layer.names().index_lock() {
             // Git takes the index lock before it reads the index: a reverse heal put off until
             // the read would meet the lock and skip, and the box would commit its stale index
-            // over a host move (reverting the host's files). Heal first.
-            return self.seed_index(parent);
+            // over a host move (reverting the host's files). Heal first. Its refreshes come
+            // after this create's barrier and stand for the process, as its first lookups under
+            // the lock would: its lookup of `index` after the rename recalls them (ADR 0033).
+            return crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.seed_index(parent));
         }
         let Some((gitdir, rel)) = self.in_git_dir(parent, &child.lower) else { return Ok(()) };
         if rel == "HEAD.lock" {
