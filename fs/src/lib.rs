@@ -75,9 +75,16 @@ pub fn init_logging(default: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     // A span's creation is logged, so `SEAMFS_LOG=debug` shows every FUSE operation (each has a
     // debug span), not only those that log something inside.
+    // `SEAMFS_LOG_SPANS=close` logs each span's close with its busy and idle time instead: where
+    // a command's time goes, request by request.
+    use tracing_subscriber::fmt::format::FmtSpan;
+    let spans = match std::env::var("SEAMFS_LOG_SPANS").as_deref() {
+        Ok("close") => FmtSpan::CLOSE,
+        _ => FmtSpan::NEW,
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::NEW)
+        .with_span_events(spans)
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .try_init();

@@ -231,7 +231,7 @@ impl Lower {
 thread_local! {
     /// Opens and reads [`Lower::read_regular_scoped`] and [`Lower::fresh_size_scoped`] made
     /// on this thread (each is a round trip to a 9p server).
-    static SERVER_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    pub(crate) static SERVER_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Live files up to this size are remembered under their refresh (refs, `HEAD`, sync points,

@@ -163,7 +163,10 @@ pub fn recalled_bytes(rel: &CStr, key: SizeKey) -> Option<Arc<[u8]>> {
         let s = r.as_ref()?.iter().find(|s| s.path.as_c_str() == rel)?;
         s.read.as_ref().filter(|(k, _)| *k == key).map(|(_, b)| Arc::clone(b))
     });
-    if in_request.is_some() {
+    if let Some(b) = &in_request {
+        // Read in this request after the process's refresh, they stand for the process too: its
+        // open of the name a moment later is served them (ADR 0048) instead of reading again.
+        for_process(|pid, memo| memo.note_bytes(pid, rel, key, b));
         return in_request;
     }
     let recalled = for_process(|pid, memo| memo.bytes(pid, rel, key)).flatten();

@@ -859,6 +859,76 @@ mod snapshot_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// git looks `config` up and then opens it three times (setup, the repository's config, the
+    /// full read): over 9p `cache=loose` the lookup's read of it serves those opens.
+    #[test]
+    fn config_opened_after_its_lookup_is_not_read_again() {
+        let (looked, opened) = opened_after_lookup("cfgopen", "config");
+        assert_eq!((looked, opened), (1, 0), "config: server reads at the lookup, and at three opens after it");
+    }
+
+    /// So is `HEAD`, which the lookup reads for the guard's note before it sizes it.
+    #[test]
+    fn head_opened_after_its_lookup_is_not_read_again() {
+        let (looked, opened) = opened_after_lookup("headopen", "HEAD");
+        assert_eq!((looked, opened), (2, 0), "HEAD: server reads at the lookup (HEAD, its branch), and at three opens after it");
+    }
+
+    /// The branch HEAD names, read at the process's first look (the guard's note), is not read
+    /// again at its own lookup a moment later.
+    #[test]
+    fn the_branch_noted_at_the_first_look_is_not_read_again() {
+        use crate::lower_read::SERVER_READS;
+        use crate::refresh_scope::RefreshScope;
+        let dir = repo("branchlook");
+        assert!(std::process::Command::new("git").args(["commit", "-q", "--allow-empty", "-m", "x"]).current_dir(&dir).status().unwrap().success());
+        let c = core(&dir, true);
+        let pid = std::process::id();
+        let look = |parent: u64, name: &str| {
+            let _r = RefreshScope::begin();
+            c.lookup(parent, OsStr::new(name), pid).unwrap().attr.ino.0
+        };
+        let git = look(1, ".git");
+        look(git, "HEAD");
+        let heads = look(look(git, "refs"), "heads");
+        let before = SERVER_READS.with(|n| n.get());
+        look(heads, "main");
+        assert_eq!(SERVER_READS.with(|n| n.get()) - before, 0, "the branch's lookup read it from the server again");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Server reads a box process's lookup of `.git/<name>` made, and its three read-only opens
+    /// after it, each request in its own scope as the FUSE glue serves them, over a lower read
+    /// as 9p `cache=loose` is.
+    fn opened_after_lookup(tag: &str, name: &str) -> (u64, u64) {
+        use crate::lower_read::SERVER_READS;
+        use crate::refresh_scope::RefreshScope;
+        let dir = repo(tag);
+        assert!(std::process::Command::new("git").args(["commit", "-q", "--allow-empty", "-m", "x"]).current_dir(&dir).status().unwrap().success());
+        let c = core(&dir, true);
+        let pid = std::process::id();
+        let reads = || SERVER_READS.with(|n| n.get());
+        let git = {
+            let _r = RefreshScope::begin();
+            c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0
+        };
+        let before = reads();
+        let id = {
+            let _r = RefreshScope::begin();
+            c.lookup(git, OsStr::new(name), pid).unwrap().attr.ino.0
+        };
+        let looked = reads() - before;
+        for _ in 0..3 {
+            let _r = RefreshScope::begin();
+            let o = c.open(id, libc::O_RDONLY, pid).unwrap();
+            assert!(o.snapshot.is_some(), "opened from its bytes");
+            let fh = c.register(o, false);
+            c.release(fh);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        (looked, reads() - before - looked)
+    }
+
     /// The heal check at the box's `index.lock` create refreshes HEAD and its branch after the
     /// create's barrier; those refreshes stand for the process, so its lookup of `index` after
     /// the rename (as git makes it) asks the share nothing more about them (ADR 0033).

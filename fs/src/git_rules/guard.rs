@@ -142,7 +142,11 @@ impl<L: Layer> Core<L> {
             return;
         }
         let g = GitDirRef::open(&self.lower, gitdir.to_path_buf());
-        let raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten();
+        // Read as the process's own (ADR 0046): its lookup or open of HEAD or the branch a moment
+        // later is served these bytes, which are what is noted, instead of reading the server
+        // again. Its refreshes stay outside: inside, the memo would spare the one it records.
+        let memo = &self.recent_refresh;
+        let raw = crate::refresh_scope::as_process(pid, memo, || read_lower(&self.lower, &gitdir.join("HEAD"))).ok().flatten();
         let head = raw.as_deref().and_then(|b| Head::parse(b).ok());
         self.judge.tracker.note_ref(p, gitdir, "HEAD", raw.map(|b| trimmed(&b)));
         let branch = match head {
@@ -152,7 +156,7 @@ impl<L: Layer> Core<L> {
                 if b.starts_with("refs/") {
                     self.refresh_for(pid, &cpath(&g.common.join(&b)));
                 }
-                let v = g.value(&b).ok().flatten();
+                let v = crate::refresh_scope::as_process(pid, memo, || g.value(&b)).ok().flatten();
                 self.judge.tracker.note_ref(p, &g.common, &b, v);
                 Some(b)
             }
@@ -323,10 +327,11 @@ impl<L: Layer> Core<L> {
             return;
         }
         if let Target::File(_) = target_of(&rel) {
-            // What the open below reaches: the name as this process's last refresh left it.
+            // What the open below reaches: the name as this process's last refresh left it, and
+            // the bytes read under that refresh (ADR 0046): what the open's snapshot serves.
             let path = gitdir.join(&rel);
             self.refresh_for(pid, &cpath(&path));
-            let content = read_lower(&self.lower, &path).ok().flatten();
+            let content = crate::refresh_scope::as_process(pid, &self.recent_refresh, || read_lower(&self.lower, &path)).ok().flatten();
             self.judge.tracker.read_file(Proc::of(pid), &gitdir, &rel, hash(&content));
         }
     }
@@ -497,7 +502,12 @@ impl<L: Layer> Core<L> {
             warn!(pid, gitdir = %gitdir.display(), "{msg}");
             return Err(Errno::EBUSY);
         }
-        let new_value = read_lower(&self.lower, &crate::gitdata::rel_path(&old.path)).ok().flatten();
+        // What the lock holds matters only for a judged name (a ref, `config`, `packed-refs`):
+        // the index's lock is not read (over 9p `cache=loose` each read is a server round trip).
+        let new_value = match &target {
+            Target::Ref(_) | Target::File(_) => read_lower(&self.lower, &crate::gitdata::rel_path(&old.path)).ok().flatten(),
+            Target::Other => None,
+        };
         let heals = match &target {
             Target::Ref(name) => self.seal_heal(p, &gitdir, name, old_value.clone(), new_value.as_deref()),
             _ => Vec::new(),
