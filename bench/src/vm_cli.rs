@@ -73,6 +73,10 @@ struct VmCountsArgs {
     /// `--syscalls`, strace's full trace (`NNN-seamfs.strace`) in this directory (created).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// Tags made in each repository before counting, packed with the branch into `packed-refs`
+    /// (`git pack-refs --all`) as a clone has them; 0 leaves every ref loose.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    packed_tags: u32,
 }
 
 #[derive(clap::Args, Debug)]
@@ -156,7 +160,7 @@ pub fn main(a: VmArgs) -> i32 {
             printed("vm feed", seam_lab::vm::feed::run(&opts))
         }
         VmCmd::Counts(c) => {
-            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only, syscalls: c.syscalls, perf: c.perf, keep: c.keep };
+            let opts = seam_lab::vm::counts::CountsOptions { repeat: c.repeat as usize, cpus: c.cpus, baseline: c.baseline, timing_only: c.timing_only, syscalls: c.syscalls, perf: c.perf, keep: c.keep, packed_tags: c.packed_tags };
             counts(c.share, &opts, &cache)
         }
     }

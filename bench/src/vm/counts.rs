@@ -54,6 +54,8 @@ pub struct CountsOptions {
     pub perf: bool,
     /// Keep the last round's seamfs log lines and (with `syscalls`) full traces per command here.
     pub keep: Option<std::path::PathBuf>,
+    /// Tags made in each repository, packed with the branch into `packed-refs` (0: refs loose).
+    pub packed_tags: u32,
 }
 
 /// One box in the guest the commands run in.
@@ -110,6 +112,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
         let p = share.join(t.dir.trim_start_matches("/share/"));
         std::fs::create_dir_all(&p).map_err(|e| LabError::new("create dir", &p, e))?;
         init_repo(&p)?;
+        pack_tags(&p, opts.packed_tags)?;
     }
     let initrd = root.join("initramfs.cpio");
     let extra: Vec<(&str, &Path)> = opts.baseline.iter().map(|b| ("seamfs-baseline", b.as_path())).collect();
@@ -213,6 +216,31 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
 }
 
 /// The length of a host-side log so far.
+/// Makes `n` tags on HEAD in the repository at `dir` (one `update-ref --stdin`) and packs every
+/// ref into `packed-refs`, the branch too, as a fresh clone has them.
+fn pack_tags(dir: &Path, n: u32) -> Result<(), LabError> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    if n == 0 {
+        return Ok(());
+    }
+    let head = crate::lab::git::git(dir, &["rev-parse", "HEAD"])?;
+    let lines: String = (0..n).map(|i| format!("create refs/tags/t{i} {head}\n")).collect();
+    let mut child = Command::new("git")
+        .args(["update-ref", "--stdin"])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| LabError::new("run git update-ref --stdin in", dir, e))?;
+    let fed = child.stdin.take().map(|mut i| i.write_all(lines.as_bytes()));
+    let status = child.wait().map_err(|e| LabError::new("wait for git update-ref in", dir, e))?;
+    match fed {
+        Some(Ok(())) if status.success() => {}
+        _ => return Err(LabError::new("make tags with git update-ref --stdin in", dir, status)),
+    }
+    crate::lab::git::git(dir, &["pack-refs", "--all"]).map(|_| ())
+}
+
 fn log_len(p: &Path) -> Result<u64, LabError> {
     std::fs::metadata(p).map(|m| m.len()).map_err(|e| LabError::new("stat the share's log", p, e))
 }
@@ -399,8 +427,9 @@ fn markdown(mode: ShareMode, opts: &CountsOptions, targets: &[&Target], rows: &[
     let names: Vec<&str> = targets.iter().map(|t| t.name).collect();
     let seams: Vec<&str> = targets.iter().filter(|t| t.log.is_some()).map(|t| t.name).collect();
     let mut s = format!(
-        "## {} (medians of {} rounds{}; requests of the last)\n\n| command |{}{}{}\n|---|{}\n",
+        "## {}{} (medians of {} rounds{}; requests of the last)\n\n| command |{}{}{}\n|---|{}\n",
         mode.name(),
+        if opts.packed_tags > 0 { format!(", {} tags and the branch in packed-refs", opts.packed_tags) } else { String::new() },
         opts.repeat,
         if opts.timing_only { ", no debug log" } else { ", seamfs logging every request" },
         names.iter().map(|n| format!(" {n} ms |")).collect::<String>(),
