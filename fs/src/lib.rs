@@ -46,6 +46,7 @@ pub mod lower_recent_read;
 pub mod lower_view;
 pub mod object_db;
 pub mod park;
+pub mod policy;
 #[cfg(target_os = "linux")]
 pub mod mountinfo;
 pub mod recent_refresh;
@@ -63,8 +64,8 @@ macro_rules! overlay_modules {
 
 // The overlay (feature `fuse`, Linux): fuser's glue, the core, the mount and the daemon.
 overlay_modules!(
-    attr, config, core, daemon, doctor, filesystem, handles, inode, layer, lower_path, mount, options, policy,
-    signals, status, users,
+    attr, config, core, daemon, doctor, filesystem, handles, inode, layer, lower_path, mount, options, signals,
+    status, users,
 );
 #[cfg(feature = "fuse")]
 mod git_rules;

@@ -228,6 +228,16 @@ pub fn size_a_moment_old_is_harmless(path: &std::ffi::CStr) -> bool {
     read_to_end(path) || name == b"config" || name == b"config.worktree"
 }
 
+/// False for a live file git checks by its `stat` against what it read, and pairs with names it
+/// lists afresh (`packed-refs` with the loose refs, the commit-graph and multi-pack-index with
+/// the packs): bytes from a moment ago never stand for a process's later read of it (ADR 0046
+/// amended; `races::packed_refs_repacked_by_the_host_read_whole_and_fresh`).
+pub fn bytes_stand_for_a_process(path: &std::ffi::CStr) -> bool {
+    let b = path.to_bytes();
+    let name = b.rsplit(|c| *c == b'/').next().unwrap_or(b);
+    size_a_moment_old_is_harmless(path) || !SIZED_BY_FSTAT.iter().any(|f| f.as_bytes() == name)
+}
+
 /// Class of `name` inside a directory of class `parent`.
 ///
 /// `.git` directories are recognised by name; linked-worktree and submodule git dirs by their
@@ -340,6 +350,16 @@ mod tests {
         }
         for p in [c"r/.git/packed-refs", c".git/objects/info/commit-graph", c".git/objects/pack/multi-pack-index", c".git/shallow"] {
             assert!(!read_through_page_cache(p), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn packed_refs_bytes_never_stand_for_a_process() {
+        for p in [c"r/.git/HEAD", c".git/refs/heads/main", c".git/config", c".git/index-box.x.seam-base", c".git/index"] {
+            assert!(bytes_stand_for_a_process(p), "{p:?}");
+        }
+        for p in [c"r/.git/packed-refs", c".git/objects/info/commit-graph", c".git/objects/pack/multi-pack-index"] {
+            assert!(!bytes_stand_for_a_process(p), "{p:?}");
         }
     }
 

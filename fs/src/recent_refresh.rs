@@ -190,7 +190,11 @@ impl RecentRefresh {
 
     /// The bytes the server gave `path` for `pid`, read under its refresh that still stands (not
     /// kept when none does: they would stand for a refresh made before them).
+    /// Not for `packed-refs` and the like (`policy::bytes_stand_for_a_process`).
     pub fn note_bytes(&self, pid: u32, path: &CStr, key: SizeKey, bytes: &Arc<[u8]>) {
+        if !crate::policy::bytes_stand_for_a_process(path) {
+            return;
+        }
         self.with_entry(pid, path, |r| {
             if self.stands(r) {
                 r.read = Some((key, Arc::clone(bytes)));

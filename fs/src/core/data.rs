@@ -897,6 +897,15 @@ mod snapshot_tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// `packed-refs` is read from the server at each of git's opens, even by one process a
+    /// moment apart: git pairs it with the loose refs it lists afresh, so bytes from a moment
+    /// ago would lose a ref the host just packed (ADR 0046 amended).
+    #[test]
+    fn packed_refs_is_read_again_at_each_open() {
+        let (_, opened) = opened_after_lookup("packedopen", "packed-refs");
+        assert_eq!(opened, 3, "packed-refs: server reads at three opens after its lookup");
+    }
+
     /// Server reads a box process's lookup of `.git/<name>` made, and its three read-only opens
     /// after it, each request in its own scope as the FUSE glue serves them, over a lower read
     /// as 9p `cache=loose` is.
@@ -904,7 +913,9 @@ mod snapshot_tests {
         use crate::lower_read::SERVER_READS;
         use crate::refresh_scope::RefreshScope;
         let dir = repo(tag);
-        assert!(std::process::Command::new("git").args(["commit", "-q", "--allow-empty", "-m", "x"]).current_dir(&dir).status().unwrap().success());
+        for args in [&["commit", "-q", "--allow-empty", "-m", "x"][..], &["pack-refs", "--all"]] {
+            assert!(std::process::Command::new("git").args(args).current_dir(&dir).status().unwrap().success());
+        }
         let c = core(&dir, true);
         let pid = std::process::id();
         let reads = || SERVER_READS.with(|n| n.get());

@@ -142,21 +142,23 @@ impl<L: Layer> Core<L> {
             return;
         }
         let g = GitDirRef::open(&self.lower, gitdir.to_path_buf());
-        // Read as the process's own (ADR 0046): its lookup or open of HEAD or the branch a moment
-        // later is served these bytes, which are what is noted, instead of reading the server
-        // again. Its refreshes stay outside: inside, the memo would spare the one it records.
-        let memo = &self.recent_refresh;
-        let raw = crate::refresh_scope::as_process(pid, memo, || read_lower(&self.lower, &gitdir.join("HEAD"))).ok().flatten();
+        let raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten();
         let head = raw.as_deref().and_then(|b| Head::parse(b).ok());
         self.judge.tracker.note_ref(p, gitdir, "HEAD", raw.map(|b| trimmed(&b)));
         let branch = match head {
             Some(Head::Symbolic(b)) => {
                 // Refreshed in this process's name: its own lookup of the branch a moment
                 // later is answered from the same look (ADR 0020), so it sees what is noted.
+                // Its loose file is read as the process's own too (ADR 0046), so that lookup is
+                // served these bytes instead of reading the server again. Only the loose file:
+                // a refresh of `packed-refs` made in there would stand for the process as its
+                // own look while git lists the loose refs afresh (`races::packed_refs_…`).
                 if b.starts_with("refs/") {
-                    self.refresh_for(pid, &cpath(&g.common.join(&b)));
+                    let loose = g.common.join(&b);
+                    self.refresh_for(pid, &cpath(&loose));
+                    let _ = crate::refresh_scope::as_process(pid, &self.recent_refresh, || read_lower(&self.lower, &loose));
                 }
-                let v = crate::refresh_scope::as_process(pid, memo, || g.value(&b)).ok().flatten();
+                let v = g.value(&b).ok().flatten();
                 self.judge.tracker.note_ref(p, &g.common, &b, v);
                 Some(b)
             }
