@@ -162,6 +162,12 @@ impl InodeTable {
         self.nodes.contains_key(&id).then_some(id)
     }
 
+    /// True when the table knows `st`'s file as a name other than `name` in `parent`.
+    pub fn known_elsewhere(&self, parent: u64, name: &OsStr, st: &libc::stat) -> bool {
+        let Some(id) = self.known_id(st.st_dev, st.st_ino) else { return false };
+        id != ROOT && self.nodes.get(&id).is_some_and(|n| n.parent != parent || *n.name != *name)
+    }
+
     /// Records a kernel lookup of a name; returns the node id. `pin` supplies an fd to pin
     /// when the policy wants one and the budget allows.
     pub fn found(&self, f: Found<'_>, pin: Option<&dyn Fn() -> Option<OwnedFd>>) -> u64 {
@@ -187,7 +193,9 @@ impl InodeTable {
         });
         let node = entry.value_mut();
         let renamed = id != ROOT && (node.parent != f.parent || *node.name != *f.name);
-        let live_renamed = existed && renamed && f.live_kept && node.class == Class::LiveRef;
+        // A live ref found at a node known under another name is another file too, whatever that
+        // node is: git never links a ref, so the number was reused (ADR 0057).
+        let live_renamed = existed && renamed && ((f.live_kept && node.class == Class::LiveRef) || f.class == Class::LiveRef);
         if renamed {
             node.parent = f.parent;
             node.name = f.name.into();

@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::actor::{commit_id, commit_subject, git_run, Cadence, Tally};
+use super::actor::{commit_id, commit_subject, git_run, Cadence, Ran, Tally};
 use super::boxshell::BoxShell;
 use super::check::{changes, extra_roots, parents, reachable, soft_reset_away, PathChange};
 use super::figures::Figures;
@@ -51,6 +51,8 @@ pub const HOST_PERIOD: Duration = Duration::from_millis(100);
 struct HostSide {
     commits: Tally,
     ids: Vec<String>,
+    /// When each landed commit's `git commit` returned (the branch had moved by then).
+    landed_at: HashMap<String, Instant>,
     wrong_subject: u64,
     /// `nothing to commit` after the host's own change: where that change went.
     nothing: NothingToCommit,
@@ -141,7 +143,10 @@ fn host_committer(host: &Path, until: Instant, period: Duration) -> Result<HostS
         }
         if r.ok {
             match commit_id(&r.stdout) {
-                Some(id) => h.ids.push(id),
+                Some(id) => {
+                    h.landed_at.insert(id.clone(), Instant::now());
+                    h.ids.push(id);
+                }
                 None => return Err(LabError::new("parse host commit id", host, format!("no id in {:?}", r.stdout))),
             }
         }
@@ -164,6 +169,32 @@ struct BoxSide {
     foreign: u64,
     /// The first few foreign views' status lines.
     foreign_samples: Vec<String>,
+    /// Box commits and `reset --hard` git refused because the branch had moved.
+    moved: Vec<Moved>,
+    /// Box git commands that read an object as garbage (what git said).
+    corrupt: Vec<String>,
+}
+
+/// Git read an object's bytes as garbage: a file served under another file's name (ADR 0057),
+/// or a torn write.
+fn reads_corrupt(stderr: &str) -> bool {
+    ["inflate: data stream error", "unable to unpack", "is corrupt", "hash mismatch", "is not a valid object"].iter().any(|m| stderr.contains(m))
+}
+
+/// A box command git's own check refused ("cannot lock ref 'HEAD': is at X but expected Y"):
+/// when it was started, and X, the branch's tip at its lock.
+#[derive(Debug)]
+struct Moved {
+    started: Instant,
+    tip: String,
+}
+
+impl Moved {
+    fn of(started: Instant, stderr: &str) -> Option<Moved> {
+        let rest = stderr.split("is at ").nth(1)?;
+        let tip: String = rest.chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+        (tip.len() >= 40).then_some(Moved { started, tip })
+    }
 }
 
 /// Foreign views shown per box.
@@ -173,13 +204,22 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
     let dir = sh.dir();
     let mut b = BoxSide::default();
     let mut n = 0usize;
+    let mut corrupt = Vec::new();
+    // Every box git command, with what it said when it read an object as garbage.
+    let mut git = |args: &[&str]| -> Result<Ran, LabError> {
+        let r = sh.git(args)?;
+        if reads_corrupt(&r.stderr) {
+            corrupt.push(format!("git {}: {}", args.join(" "), r.stderr.lines().take(3).collect::<Vec<_>>().join(" | ")));
+        }
+        Ok(r)
+    };
     while Instant::now() < until {
         n += 1;
         let rel = format!("{prefix}{n:05}.txt");
         sh.write(&rel, &format!("box change {n}\n"))?;
-        let add = sh.git(&["add", &rel])?;
+        let add = git(&["add", &rel])?;
         if add.ok && !others.is_empty() {
-            let st = sh.git(&["status", "--porcelain=v1", "--untracked-files=no", "--no-renames"])?;
+            let st = git(&["status", "--porcelain=v1", "--untracked-files=no", "--no-renames"])?;
             if st.ok && foreign_staged(&st.stdout, others) {
                 b.foreign += 1;
                 if b.foreign_samples.len() < FOREIGN_SAMPLES {
@@ -191,7 +231,9 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
         b.commit.note_crash(&add);
         let own = if add.ok {
             let subject = format!("box commit {n}");
-            let c = sh.git(&["-c", "core.abbrev=no", "commit", "-m", &subject])?;
+            let started = Instant::now();
+            let c = git(&["-c", "core.abbrev=no", "commit", "-m", &subject])?;
+            b.moved.extend(Moved::of(started, &c.stderr));
             b.commit.record(c.ok, add.elapsed + c.elapsed, || c.why());
             b.commit.note_crash(&c);
             if c.ok && commit_subject(&c.stdout) != Some(subject.as_str()) {
@@ -210,25 +252,28 @@ fn box_looper(sh: &BoxShell, until: Instant, (prefix, others): &(String, Vec<Str
             b.commit.record(false, add.elapsed, || add.why());
             None
         };
-        let hard = sh.git(&["reset", "-q", "--hard", "HEAD"])?;
+        let started = Instant::now();
+        let hard = git(&["reset", "-q", "--hard", "HEAD"])?;
+        b.moved.extend(Moved::of(started, &hard.stderr));
         b.hard.record_ran(&hard);
         let Some(own) = own else { continue };
         // Undo our own commit only: if HEAD reads as something else, the host committed on top.
-        let head = sh.git(&["rev-parse", "HEAD"])?;
+        let head = git(&["rev-parse", "HEAD"])?;
         if head.stdout.trim() != own {
             b.soft_skipped += 1;
             continue;
         }
         // Under the box's own name, so the branch's reflog says which box took what off.
-        let soft = sh.git(&["-c", &format!("user.name={}", reset_ident(prefix)), "reset", "-q", "--soft", "HEAD~"])?;
+        let soft = git(&["-c", &format!("user.name={}", reset_ident(prefix)), "reset", "-q", "--soft", "HEAD~"])?;
         b.soft.record_ran(&soft);
         if soft.ok {
-            let orig = sh.git(&["rev-parse", "ORIG_HEAD"])?;
+            let orig = git(&["rev-parse", "ORIG_HEAD"])?;
             if orig.ok {
                 b.reset_away.insert(orig.stdout.trim().to_string());
             }
         }
     }
+    b.corrupt = corrupt;
     Ok(b)
 }
 
@@ -317,6 +362,8 @@ fn merged(per_box: &[BoxSide]) -> BoxSide {
         all.foreign_samples.extend(b.foreign_samples.iter().cloned());
         all.ids.extend(b.ids.iter().cloned());
         all.reset_away.extend(b.reset_away.iter().cloned());
+        all.moved.extend(b.moved.iter().map(|m| Moved { started: m.started, tip: m.tip.clone() }));
+        all.corrupt.extend(b.corrupt.iter().cloned());
     }
     all
 }
@@ -361,6 +408,7 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.count("host_commits_reset_seen", "host commits reset by a box reset that read them", seen_and_reset);
     f.zero("box_root_commits", "box root commits", roots.len() as u64);
     f.zero("box_git_crashed", "box git killed by a signal (SIGBUS…)", all.crashed);
+    f.zero("box_corrupt_reads", "box git read an object as garbage", b.corrupt.len() as u64);
     let box_lost = |b: &BoxSide| b.ids.iter().filter(|id| !on_branch.contains(id) && !reset_away.contains(*id)).count() as u64;
     if nb > 1 {
         f.zero("box_commits_lost", "box commits lost (on no branch, no box reset them)", box_lost(&b));
@@ -396,6 +444,11 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     f.share("box_reset_soft", "box reset --soft HEAD~ landed", b.soft.landed, b.soft.attempted);
     f.count("box_reset_soft_skipped", "soft resets skipped (host on top)", b.soft_skipped);
     f.count("box_ops_refused", "box ops refused", all.refused());
+    // Which host commit each refusal met, and whether it had landed before the box command was
+    // even started (the box began from a view older than the branch) or landed while it ran.
+    let met = |before: bool| b.moved.iter().filter(|m| h.landed_at.get(&m.tip).is_some_and(|t| (*t < m.started) == before)).count() as u64;
+    f.count("box_refused_host_before", "box commits/resets git refused: host commit landed before they began", met(true));
+    f.count("box_refused_host_during", "box commits/resets git refused: host commit landed while they ran", met(false));
     f.count("wrong_subjects", "commits landed with another message", h.wrong_subject + b.wrong_subject);
     f.count("host_change_in_box_commit", "host change already in a box commit", h.nothing.in_head);
     f.count("host_change_wiped", "host change wiped by a box reset --hard", h.nothing.wiped);
@@ -409,6 +462,9 @@ pub fn run(rig: &Rig, seed: &Seed, p: &Params) -> Result<Figures, LabError> {
     }
     if let Some(n) = h.commits.reasons_note("host commit", 3) {
         f.note(n);
+    }
+    for sample in b.corrupt.iter().take(2) {
+        f.note(format!("object read as garbage: {sample}"));
     }
     for sample in &b.foreign_samples {
         f.note(format!("foreign view: {sample}"));

@@ -322,6 +322,21 @@ impl<L: Layer> Core<L> {
         }
     }
 
+    /// A looked-up name's stat (sized by `live_size`). A live name whose look was spared by a
+    /// recent refresh may show the lower's entry of a file the host has since replaced, whose
+    /// inode number its filesystem gave to a new file: when seamfs knows that number under
+    /// another name, the name is asked again (ADR 0057).
+    fn live_stat(&self, parent: u64, child: &names::Child<'_>, class: Class, pid: u32, seen: Seen) -> std::io::Result<libc::stat> {
+        let path = child.path.as_c_str();
+        let st = self.stat_after(seen, path).and_then(|st| self.live_size(class, pid, path, st))?;
+        if !self.policy(class).refresh || !self.inodes.known_elsewhere(parent, &child.lower, &st) {
+            return Ok(st);
+        }
+        tracing::debug!(name = ?path, ino = st.st_ino, "a live name's number is known under another name: asked again");
+        let seen = self.lower.refresh_again(path);
+        self.stat_after(seen, path).and_then(|st| self.live_size(class, pid, path, st))
+    }
+
     /// A live ref's stat with the size its server has (a lower that never revalidates keeps the
     /// first size it saw: `crate::lower_cache`); ENOENT when the server has no such file.
     /// There, a size the server gave process `pid` stands while its refresh does, for the
@@ -445,7 +460,7 @@ impl<L: Layer> Core<L> {
         if !guess.in_git_dir() {
             self.warm_lower_dir(parent);
         }
-        let st = match self.stat_after(seen, path).and_then(|st| self.live_size(guess, pid, path, st)) {
+        let st = match self.live_stat(parent, &child, guess, pid, seen) {
             Ok(st) => Some(st),
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => self.guard_missing(parent, guess, &child, pid)?,
             Err(e) => return Err(io_err(e)),
@@ -614,6 +629,9 @@ fn node_attr(id: u64, class: Class, st: &libc::stat, inodes: &InodeTable) -> Fil
     }
     to_attr(id, st)
 }
+
+#[cfg(test)]
+mod reused_number_tests;
 
 #[cfg(test)]
 thread_local! {
