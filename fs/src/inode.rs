@@ -193,9 +193,11 @@ impl InodeTable {
         });
         let node = entry.value_mut();
         let renamed = id != ROOT && (node.parent != f.parent || *node.name != *f.name);
-        // A live ref found at a node known under another name is another file too, whatever that
-        // node is: git never links a ref, so the number was reused (ADR 0057).
-        let live_renamed = existed && renamed && ((f.live_kept && node.class == Class::LiveRef) || f.class == Class::LiveRef);
+        // A live ref found at a node known under another name is another file too, unless that
+        // node is a lock (renamed onto the ref) or a ref itself (above): git never links a ref,
+        // so the number was reused (ADR 0057).
+        let foreign = !matches!(node.class, Class::LiveRef | Class::Lock);
+        let live_renamed = existed && renamed && ((f.live_kept && node.class == Class::LiveRef) || (f.class == Class::LiveRef && foreign));
         if renamed {
             node.parent = f.parent;
             node.name = f.name.into();
