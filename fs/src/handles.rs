@@ -29,6 +29,8 @@ pub struct FileHandle {
     covered: AtomicU64,
     /// The whole file as its open read it, when reads are served from memory (ADR 0048).
     snapshot: Option<Arc<[u8]>>,
+    /// The opening process and the stat of that file, sized as the bytes (ADR 0058).
+    snapshot_stat: Option<(u32, libc::stat)>,
 }
 
 impl FileHandle {
@@ -39,13 +41,20 @@ impl FileHandle {
         if let Some(fd) = fd {
             let _ = cell.set(fd);
         }
-        FileHandle { fd: cell, node, cached, flags, stamp, size, covered: AtomicU64::new(0), snapshot: None }
+        FileHandle { fd: cell, node, cached, flags, stamp, size, covered: AtomicU64::new(0), snapshot: None, snapshot_stat: None }
     }
 
-    /// The same handle, its reads served from `bytes`: the whole file as its open read it.
-    pub fn with_snapshot(mut self, bytes: Option<Arc<[u8]>>) -> FileHandle {
+    /// The same handle, its reads served from `bytes`: the whole file as its open read it, by
+    /// the process and with the stat `stat` names.
+    pub fn with_snapshot(mut self, bytes: Option<Arc<[u8]>>, stat: Option<(u32, libc::stat)>) -> FileHandle {
         self.snapshot = bytes;
+        self.snapshot_stat = stat;
         self
+    }
+
+    /// The stat of the file its reads are served from (a snapshot's), sized as its bytes.
+    pub fn snapshot_stat(&self) -> Option<libc::stat> {
+        self.snapshot_stat.map(|(_, st)| st)
     }
 
     /// At most `size` bytes at `offset` of the file as its open read it (empty past the end);
@@ -208,6 +217,11 @@ impl Handles {
         self.files.iter().filter(|e| e.value().opened().is_none()).map(|e| e.value().clone()).collect()
     }
 
+    /// The stat of a snapshot of `node` that process `pid` holds open (ADR 0058).
+    pub fn snapshot_stat_of(&self, node: u64, pid: u32) -> Option<libc::stat> {
+        self.files.iter().find_map(|e| e.value().snapshot_stat.filter(|(p, _)| e.value().node == node && *p == pid).map(|(_, st)| st))
+    }
+
     /// An open file of `node` that may hold writes the lower has not got: opened for writing.
     pub fn writer_of(&self, node: u64) -> Option<Arc<FileHandle>> {
         self.files.iter().find(|e| e.value().node == node && e.value().writable()).map(|e| e.value().clone())
@@ -332,7 +346,7 @@ mod tests {
     #[test]
     fn a_snapshot_serves_its_bytes_and_ends_where_they_end() {
         let h = FileHandle::new(None, 7, false, libc::O_RDONLY, 1, 41)
-            .with_snapshot(Some(b"0123456789abcdef0123456789abcdef01234567\n".as_slice().into()));
+            .with_snapshot(Some(b"0123456789abcdef0123456789abcdef01234567\n".as_slice().into()), None);
         assert_eq!(h.snapshot_read(0, 4096).unwrap().len(), 41, "the whole file in one read");
         assert_eq!(h.snapshot_read(38, 10).unwrap(), b"67\n", "a read across the end stops at it");
         assert!(h.snapshot_read(41, 4096).unwrap().is_empty(), "at the end: no bytes, and no server asked");

@@ -42,6 +42,9 @@ pub struct Opened {
     pub counted: bool,
     /// The whole file as the open read it, its reads served from memory (ADR 0048).
     pub snapshot: Option<Arc<[u8]>>,
+    /// The opening process and that file's stat, sized as the bytes: what its `fstat` is
+    /// answered while it holds the handle (ADR 0058).
+    pub snapshot_stat: Option<(u32, libc::stat)>,
 }
 
 /// Read-only, and not truncating.
@@ -155,7 +158,7 @@ impl<L: Layer> Core<L> {
         });
         if pinned.is_none() {
             // Bytes this process read under its refresh that still stands are recalled (ADR 0046).
-            let snapshot = crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.open_snapshot(id, flags, class, dev, ino));
+            let snapshot = crate::refresh_scope::as_process(pid, &self.recent_refresh, || self.open_snapshot(id, flags, class, dev, ino, pid));
             if let Some(o) = snapshot? {
                 return Ok(o);
             }
@@ -203,7 +206,7 @@ impl<L: Layer> Core<L> {
         let (fopen, passthrough) = self.fopen_flags(id, st.st_size as u64, flags, slot.is_some())?;
         let size = st.st_size as u64;
         let counted = slot.map(CachedSlot::keep).is_some();
-        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st), counted, snapshot: None })
+        Ok(Opened { fd: Some(fd), open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: read_only(flags), stamp: stamp(&st), counted, snapshot: None, snapshot_stat: None })
     }
 
     /// A live ref whose reads may go through the kernel's page cache (ADR 0040): a read-only
@@ -319,7 +322,7 @@ impl<L: Layer> Core<L> {
             return Ok(None);
         }
         let counted = slot.map(CachedSlot::keep).is_some();
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted, snapshot: None }))
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp: node_stamp, counted, snapshot: None, snapshot_stat: None }))
     }
 
     /// A read-only open of a small live file on a lower that never revalidates (9p
@@ -330,7 +333,7 @@ impl<L: Layer> Core<L> {
     ///
     /// A ref, `HEAD` or `config` (ADR 0040's files) is a page-cache open, kept while its bytes
     /// are the ones the node's pages hold (ADR 0053): git reads it again without a READ.
-    fn open_snapshot(&self, id: u64, flags: i32, class: Class, dev: u64, ino: u64) -> Result<Option<Opened>, Errno> {
+    fn open_snapshot(&self, id: u64, flags: i32, class: Class, dev: u64, ino: u64, pid: u32) -> Result<Option<Opened>, Errno> {
         if class != Class::LiveRef || !read_only(flags) || self.lower.stale_pages().is_none() || self.handles.writer_of(id).is_some() {
             return Ok(None);
         }
@@ -358,7 +361,10 @@ impl<L: Layer> Core<L> {
         let stamp = if slot.is_some() { bytes_stamp(st.st_ino, &bytes) } else { stamp(&st) };
         let counted = slot.map(CachedSlot::keep).is_some();
         let snapshot = Some(Arc::from(bytes));
-        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp, counted, snapshot }))
+        let mut sized = st;
+        sized.st_size = size as i64;
+        let snapshot_stat = Some((pid, sized));
+        Ok(Some(Opened { fd: None, open_flags: flags, size, flags: fopen, passthrough, node: id, read_only: true, stamp, counted, snapshot, snapshot_stat }))
     }
 
     /// A snapshot open that goes through the page cache (ADR 0053): ADR 0040's files while the
@@ -496,12 +502,12 @@ impl<L: Layer> Core<L> {
         }
         let size = created.map_or(0, |st| st.st_size as u64);
         let (fopen, passthrough) = self.fopen_flags(node, size, open_flags, false)?;
-        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false, snapshot: None }))
+        Ok((entry, Opened { fd: Some(fd), open_flags, size, flags: fopen, passthrough, node, read_only: false, stamp: 0, counted: false, snapshot: None, snapshot_stat: None }))
     }
 
     /// Registers an opened file; returns the handle id.
     pub fn register(&self, o: Opened, cached: bool) -> u64 {
-        self.handles.add_file(FileHandle::new(o.fd, o.node, cached, o.open_flags, o.stamp, o.size).with_snapshot(o.snapshot))
+        self.handles.add_file(FileHandle::new(o.fd, o.node, cached, o.open_flags, o.stamp, o.size).with_snapshot(o.snapshot, o.snapshot_stat))
     }
 
     /// How a new open file of `node` gets its data (`Handles::choose_io`).
@@ -904,6 +910,43 @@ mod snapshot_tests {
     fn packed_refs_is_read_again_at_each_open() {
         let (_, opened) = opened_after_lookup("packedopen", "packed-refs");
         assert_eq!(opened, 3, "packed-refs: server reads at three opens after its lookup");
+    }
+
+    /// git sizes `packed-refs` by `fstat` and reads that many bytes: a process holding it open
+    /// from its bytes is answered their size, though the host packed more refs since; another
+    /// process, and the same one after its close, are not (ADR 0058).
+    #[test]
+    fn an_open_packed_refs_is_sized_as_its_bytes_for_its_process() {
+        use crate::refresh_scope::RefreshScope;
+        let dir = repo("packedsize");
+        let git = |args: &[&str]| assert!(std::process::Command::new("git").args(args).current_dir(&dir).status().unwrap().success());
+        git(&["commit", "-q", "--allow-empty", "-m", "x"]);
+        git(&["pack-refs", "--all"]);
+        let c = core(&dir, true);
+        let pid = std::process::id();
+        let scoped = |f: &dyn Fn() -> u64| {
+            let _r = RefreshScope::begin();
+            f()
+        };
+        let gitdir = scoped(&|| c.lookup(1, OsStr::new(".git"), pid).unwrap().attr.ino.0);
+        let id = scoped(&|| c.lookup(gitdir, OsStr::new("packed-refs"), pid).unwrap().attr.ino.0);
+        let fh = scoped(&|| {
+            let o = c.open(id, libc::O_RDONLY, pid).unwrap();
+            assert!(o.snapshot.is_some(), "opened from its bytes");
+            c.register(o, false)
+        });
+        let held = std::fs::metadata(dir.join(".git/packed-refs")).unwrap().len();
+        git(&["tag", "t1"]);
+        git(&["pack-refs", "--all"]);
+        let now = std::fs::metadata(dir.join(".git/packed-refs")).unwrap().len();
+        assert!(now > held, "the host's repack grew it");
+        // Another process sees the file at the name (or walks again to it).
+        let size_for = |who: u32| scoped(&|| c.getattr(id, None, who).map_or(u64::MAX, |(a, _)| a.size));
+        assert_eq!(size_for(pid), held, "the holder's fstat must size what its reads serve");
+        assert_ne!(size_for(1), held, "another process was answered the holder's snapshot");
+        c.release(fh);
+        assert_ne!(size_for(pid), held, "after its close the holder is answered the share again");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// Server reads a box process's lookup of `.git/<name>` made, and its three read-only opens

@@ -510,6 +510,10 @@ impl<L: Layer> Core<L> {
     /// GETATTR by process `pid`; with an open handle the handle's file answers.
     pub fn getattr(&self, id: u64, fh: Option<u64>, pid: u32) -> Result<(FileAttr, Duration), Errno> {
         let class = self.class_of(id)?;
+        if let Some(st) = self.snapshot_held(id, class, fh, pid) {
+            // Not kept by the kernel: it is this process's view while it holds the handle.
+            return Ok((node_attr(id, class, &st, &self.inodes), Duration::ZERO));
+        }
         let opened = fh.and_then(|fh| self.handles.file(fh).ok()).filter(|h| h.opened().is_some());
         let st = match opened.as_ref().and_then(|h| h.opened()) {
             Some(fd) => fstat(fd.as_raw_fd()).map_err(io_err)?,
@@ -519,6 +523,17 @@ impl<L: Layer> Core<L> {
             },
         };
         Ok((node_attr(id, class, &st, &self.inodes), self.policy(class).attr_ttl))
+    }
+
+    /// The stat of a snapshot (ADR 0048) of live node `id` the caller holds open: git sizes
+    /// `packed-refs` by `fstat` and reads that many bytes, so the size must be the bytes' its
+    /// handle serves, not the server's a moment later (ADR 0058). The kernel's GETATTR carries
+    /// no handle for `fstat`: the process's own open snapshot answers it.
+    fn snapshot_held(&self, id: u64, class: Class, fh: Option<u64>, pid: u32) -> Option<libc::stat> {
+        if class != Class::LiveRef || self.lower.stale_pages().is_none() {
+            return None;
+        }
+        fh.and_then(|fh| self.handles.file(fh).ok()).and_then(|h| h.snapshot_stat()).or_else(|| self.handles.snapshot_stat_of(id, pid))
     }
 
     /// SETATTR: mode, owner, size and times, in that order, on the handle or the verified node.
