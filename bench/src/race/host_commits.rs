@@ -183,7 +183,7 @@ fn reads_corrupt(stderr: &str) -> bool {
 
 /// A box command git's own check refused ("cannot lock ref 'HEAD': is at X but expected Y"):
 /// when it was started, and X, the branch's tip at its lock.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Moved {
     started: Instant,
     tip: String,
@@ -362,7 +362,7 @@ fn merged(per_box: &[BoxSide]) -> BoxSide {
         all.foreign_samples.extend(b.foreign_samples.iter().cloned());
         all.ids.extend(b.ids.iter().cloned());
         all.reset_away.extend(b.reset_away.iter().cloned());
-        all.moved.extend(b.moved.iter().map(|m| Moved { started: m.started, tip: m.tip.clone() }));
+        all.moved.extend(b.moved.iter().cloned());
         all.corrupt.extend(b.corrupt.iter().cloned());
     }
     all

@@ -328,13 +328,13 @@ impl<L: Layer> Core<L> {
     /// another name, the name is asked again (ADR 0057).
     fn live_stat(&self, parent: u64, child: &names::Child<'_>, class: Class, pid: u32, seen: Seen) -> std::io::Result<libc::stat> {
         let path = child.path.as_c_str();
-        let st = self.stat_after(seen, path).and_then(|st| self.live_size(class, pid, path, st))?;
+        let look = |seen| self.stat_after(seen, path).and_then(|st| self.live_size(class, pid, path, st));
+        let st = look(seen)?;
         if !self.policy(class).refresh || !self.inodes.known_elsewhere(parent, &child.lower, &st) {
             return Ok(st);
         }
         tracing::debug!(name = ?path, ino = st.st_ino, "a live name's number is known under another name: asked again");
-        let seen = self.lower.refresh_again(path);
-        self.stat_after(seen, path).and_then(|st| self.live_size(class, pid, path, st))
+        look(self.lower.refresh_again(path))
     }
 
     /// A live ref's stat with the size its server has (a lower that never revalidates keeps the
