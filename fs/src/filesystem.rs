@@ -160,9 +160,13 @@ impl<L: Layer> Filesystem for Core<L> {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
-        let _r = crate::refresh_scope::RefreshScope::begin();
-        self.reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
+        {
+            let _s = debug_span!("lookup", parent = parent.0, ?name).entered();
+            let _r = crate::refresh_scope::RefreshScope::begin();
+            self.reply_entry(reply, Core::lookup(self, parent.0, name, req.pid()));
+        }
+        // Git goes on with its next requests on the other threads meanwhile (ADR 0059).
+        self.heal_if_due();
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
@@ -282,15 +286,18 @@ impl<L: Layer> Filesystem for Core<L> {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
-        let _r = crate::refresh_scope::RefreshScope::begin();
-        match Core::open(self, ino.0, flags.0, req.pid()) {
-            Ok(o) => match self.kill_privs_after_open(req.uid(), &o) {
-                Ok(()) => self.reply_opened(reply, o),
+        {
+            let _s = debug_span!("open", ino = ino.0, flags = flags.0).entered();
+            let _r = crate::refresh_scope::RefreshScope::begin();
+            match Core::open(self, ino.0, flags.0, req.pid()) {
+                Ok(o) => match self.kill_privs_after_open(req.uid(), &o) {
+                    Ok(()) => self.reply_opened(reply, o),
+                    Err(e) => reply.error(e),
+                },
                 Err(e) => reply.error(e),
-            },
-            Err(e) => reply.error(e),
+            }
         }
+        self.heal_if_due();
     }
 
     fn read(

@@ -226,10 +226,16 @@ impl Rig {
         };
         if target == Target::Seamfs {
             let glog = PathBuf::from(format!("/tmp/seamfs-{}.log", guest.mode.name()));
-            // The host's SEAMFS_LOG (a filter such as `debug`) reaches the guest's seamfs, so a
-            // race can be replayed with every request logged (`--log-dir` keeps the log).
-            let env = std::env::var("SEAMFS_LOG").ok().filter(|f| f.bytes().all(|b| b.is_ascii_alphanumeric() || b"_,=:".contains(&b)));
-            let env = env.map(|f| format!("SEAMFS_LOG={f} ")).unwrap_or_default();
+            // The host's SEAMFS_LOG (a filter such as `debug`) and SEAMFS_LOG_SPANS (`close`:
+            // each request's busy time) reach the guest's seamfs, so a race can be replayed with
+            // every request logged (`--log-dir` keeps the log).
+            let env: String = ["SEAMFS_LOG", "SEAMFS_LOG_SPANS"]
+                .iter()
+                .filter_map(|k| {
+                    let v = std::env::var(k).ok()?;
+                    v.bytes().all(|b| b.is_ascii_alphanumeric() || b"_,=:".contains(&b)).then(|| format!("{k}={v} "))
+                })
+                .collect();
             let up = guest.sh(&format!("{env}seamfs-bootstrap up '{}' --log '{}'", guest_dir.display(), glog.display()))?;
             if up.code != 0 {
                 return Err(LabError::new(

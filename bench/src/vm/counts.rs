@@ -25,7 +25,7 @@ const LOG: &str = "/tmp/seamfs-counts.log";
 /// whether the host commits in the target's repository first (untimed): the box command then
 /// meets a move by the host, which seamfs heals its index onto (the reverse heal) and the raw
 /// share shows as it is.
-const COMMANDS: [(bool, &[&str]); 7] = [
+const COMMANDS: [(bool, &[&str]); 8] = [
     (false, &["add", "box.txt"]),
     (false, &["commit", "-q", "-m", "box commit"]),
     (false, &["rev-parse", "HEAD"]),
@@ -33,6 +33,8 @@ const COMMANDS: [(bool, &[&str]); 7] = [
     (false, &["log", "-n", "100", "--oneline"]),
     (false, &["reset", "-q", "--hard", "HEAD~"]),
     (true, &["status", "--porcelain"]),
+    // The race's moment: a box commit on top of a host commit it has not seen (nothing staged).
+    (true, &["commit", "-q", "--allow-empty", "-m", "box commit after a host commit"]),
 ];
 
 /// What to run besides the raw share and seamfs.
@@ -128,7 +130,9 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     let spec = BootSpec { mode, share_root: share.clone(), run_dir: root.clone(), initramfs: initrd, cpus: opts.cpus, share_requests_logged: share_logged };
     let g = Guest::boot(cache, &spec)?;
     let share_log = share_logged.then(|| share_log(&root, mode));
-    let env = if opts.timing_only { "" } else { "SEAMFS_LOG=debug " };
+    // `SEAMFS_LOG_SPANS=close` on the host logs each request's busy time in the kept logs too.
+    let spans = std::env::var("SEAMFS_LOG_SPANS").ok().filter(|v| v == "close").map(|v| format!("SEAMFS_LOG_SPANS={v} "));
+    let env = if opts.timing_only { String::new() } else { format!("SEAMFS_LOG=debug {}", spans.unwrap_or_default()) };
     for t in &targets {
         let Some(log) = t.log else { continue };
         let cmd = match t.name {

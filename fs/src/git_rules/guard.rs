@@ -159,10 +159,15 @@ impl<L: Layer> Core<L> {
                     let _ = crate::refresh_scope::as_process(pid, &self.recent_refresh, || read_lower(&self.lower, &loose));
                 }
                 let v = g.value(&b).ok().flatten();
+                self.heal_due_if_moved(gitdir, v.as_deref(), pid);
                 self.judge.tracker.note_ref(p, &g.common, &b, v);
                 Some(b)
             }
-            _ => None,
+            Some(Head::Detached(oid)) => {
+                self.heal_due_if_moved(gitdir, Some(&oid), pid);
+                None
+            }
+            None => None,
         };
         self.judge.tracker.start(p, Start { gitdir: gitdir.into(), common: g.common.clone(), branch });
     }

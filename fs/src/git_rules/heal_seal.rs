@@ -414,7 +414,7 @@ impl<L: Layer> Core<L> {
     /// while its stamps stand even where the lower's never revalidate: only this box's seamfs
     /// writes the file, by rename through this lower, which replaces the lower's entry itself
     /// (ADR 0046; the reverse heal's decision reads it verified, as before).
-    fn base(&self, gitdir: &Path) -> Option<String> {
+    pub(super) fn base(&self, gitdir: &Path) -> Option<String> {
         let c = cpath(&gitdir.join(self.layer.names().base()));
         let bytes = self.lower.read_own(&c, 1024).ok().flatten()?.0;
         Some(String::from_utf8_lossy(&bytes).trim().to_string())

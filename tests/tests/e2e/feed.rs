@@ -55,11 +55,13 @@ impl Drop for Seamd {
 }
 
 /// A checkout-like backing dir with one file, and a mount of it, with or without the feed.
+/// Fields drop in order: the mount comes down before its dirs are removed (a dir with a mount
+/// below it is left behind).
 struct Rig {
+    m: Mount,
+    seamd: Option<Seamd>,
     backing: TempDir,
     _mnt: TempDir,
-    seamd: Option<Seamd>,
-    m: Mount,
     _sock_dir: TempDir,
 }
 
@@ -90,7 +92,7 @@ impl Rig {
             extra.extend(["--feed", feed_arg.as_str()]);
         }
         let m = Mount::seamfs(backing.path(), mnt.path(), &extra);
-        let r = Rig { backing, _mnt: mnt, seamd, m, _sock_dir: sock_dir };
+        let r = Rig { m, seamd, backing, _mnt: mnt, _sock_dir: sock_dir };
         if feed {
             r.wait_for_log("change feed live", Duration::from_secs(10));
         }

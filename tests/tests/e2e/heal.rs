@@ -505,6 +505,35 @@ fn a_host_commit_heals_index_box_on_the_next_touch() {
     env.finish();
 }
 
+/// A host commit is healed into the box's index at a box process's first look at HEAD, right
+/// after seamfs answers it (ADR 0059), not only when a process touches the index: `cat
+/// .git/HEAD` never reads the index, and the sync point on the backing dir still moves onto the
+/// host's commit. (The heal at the index's own touch would leave it where it was.)
+#[test]
+fn a_host_commit_is_healed_after_a_box_process_first_looks_at_head() {
+    let env = Env::new("heal-early", &[]);
+    let r = env.host_repo("repo", FILES);
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box's index before the host's commit");
+    let base = r.h(".git").join(format!("{}.seam-base", env.index_box()));
+    let synced = || std::fs::read_to_string(&base).map(|s| s.trim().to_string()).unwrap_or_default();
+    let before = synced();
+    write(&r.h("m.txt"), "m changed by the host\n");
+    env.host(&r, &["commit", "-q", "-am", "host"]);
+    let head = env.host(&r, &["rev-parse", "HEAD"]).trim().to_string();
+    assert_ne!(before, head, "the sync point was already at the host's new commit");
+    let cat = run(Command::new("cat").arg(r.b(".git/HEAD")));
+    assert!(cat.success() && cat.stdout.starts_with("ref: refs/heads/"), "box `cat .git/HEAD`: {cat:?}");
+    assert!(
+        wait_until(Duration::from_secs(5), || synced() == head),
+        "the sync point stayed at {} after a box process looked at HEAD (host commit {head}):\n{}",
+        synced(),
+        env.log()
+    );
+    assert!(env.log().contains("box index healed after a move by the host or another box"), "{}", env.log());
+    assert!(status(&env.git, &r.boxed).is_empty(), "the box sees the host's commit as its own change:\n{}", env.log());
+    env.finish();
+}
+
 /// A box process's lookups of its index read HEAD as that process last refreshed it (ADR 0033),
 /// so a host commit made a moment after one lookup is not healed at the next. The same
 /// process's index lock create must still heal onto it: git takes the lock before it reads the
