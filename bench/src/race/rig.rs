@@ -229,13 +229,7 @@ impl Rig {
             // The host's SEAMFS_LOG (a filter such as `debug`) and SEAMFS_LOG_SPANS (`close`:
             // each request's busy time) reach the guest's seamfs, so a race can be replayed with
             // every request logged (`--log-dir` keeps the log).
-            let env: String = ["SEAMFS_LOG", "SEAMFS_LOG_SPANS"]
-                .iter()
-                .filter_map(|k| {
-                    let v = std::env::var(k).ok()?;
-                    v.bytes().all(|b| b.is_ascii_alphanumeric() || b"_,=:".contains(&b)).then(|| format!("{k}={v} "))
-                })
-                .collect();
+            let env = crate::vm::guest::forwarded_env(&["SEAMFS_LOG", "SEAMFS_LOG_SPANS"]);
             let up = guest.sh(&format!("{env}seamfs-bootstrap up '{}' --log '{}'", guest_dir.display(), glog.display()))?;
             if up.code != 0 {
                 return Err(LabError::new(

@@ -131,8 +131,7 @@ pub fn run(cache: &Cache, mode: ShareMode, opts: &CountsOptions) -> Result<Strin
     let g = Guest::boot(cache, &spec)?;
     let share_log = share_logged.then(|| share_log(&root, mode));
     // `SEAMFS_LOG_SPANS=close` on the host logs each request's busy time in the kept logs too.
-    let spans = std::env::var("SEAMFS_LOG_SPANS").ok().filter(|v| v == "close").map(|v| format!("SEAMFS_LOG_SPANS={v} "));
-    let env = if opts.timing_only { String::new() } else { format!("SEAMFS_LOG=debug {}", spans.unwrap_or_default()) };
+    let env = if opts.timing_only { String::new() } else { format!("SEAMFS_LOG=debug {}", super::guest::forwarded_env(&["SEAMFS_LOG_SPANS"])) };
     for t in &targets {
         let Some(log) = t.log else { continue };
         let cmd = match t.name {

@@ -386,6 +386,18 @@ impl Drop for Guest {
 /// The environment of every guest command.
 pub const GUEST_ENV: [(&str, &str); 2] = [("PATH", "/usr/local/sbin:/usr/local/bin:/usr/bin:/bin"), ("HOME", "/root")];
 
+/// `K=V ` for each of the host's variables `keys` that is set to a value safe on a guest shell
+/// line (letters, digits, `_,=:`): how the host's `SEAMFS_LOG` filter and `SEAMFS_LOG_SPANS`
+/// reach the guest's seamfs.
+pub fn forwarded_env(keys: &[&str]) -> String {
+    keys.iter()
+        .filter_map(|k| {
+            let v = std::env::var(k).ok()?;
+            v.bytes().all(|b| b.is_ascii_alphanumeric() || b"_,=:".contains(&b)).then(|| format!("{k}={v} "))
+        })
+        .collect()
+}
+
 /// SIGKILL by pid if still running, then reap.
 fn end(c: &mut Child) {
     if let Ok(None) = c.try_wait() {

@@ -449,9 +449,12 @@ impl<L: Layer> Core<L> {
         let mode = mode & !umask & 0o7777;
         let open_flags = self.lower_open_flags(flags & !STRIP);
         let class = self.child_class(parent, name, false)?;
+        // Held until the lock is recorded as the box's (ADR 0060).
+        let mut _kept_negatives_out = None;
         if class == crate::policy::Class::Lock {
             // What the box reads from now on (under this lock) must be the share's current state.
             self.recent_refresh.barrier();
+            _kept_negatives_out = self.packed_refs_lock_barrier(&path);
             self.drop_live_attrs();
             self.lower.forget_dirs();
             self.guard_lock_create(parent, &child, who.pid)?;

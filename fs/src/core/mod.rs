@@ -128,6 +128,8 @@ pub struct Core<L: Layer> {
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     /// Files CREATE made, whose capabilities the kernel asks about before their first write.
     pub(crate) fresh_files: fresh_files::FreshFiles,
+    /// Negative entries given for a missing `packed-refs` (ADR 0060).
+    pub(crate) missing_packed_refs: crate::git_rules::missing_packed_refs::MissingPackedRefs,
 }
 
 fn io_err(e: std::io::Error) -> Errno {
@@ -154,7 +156,9 @@ impl<L: Layer> Core<L> {
             None => None,
         };
         let recent_refresh = Arc::new(crate::recent_refresh::RecentRefresh::new(layer.refresh_window()));
+        let missing_packed_refs = crate::git_rules::missing_packed_refs::MissingPackedRefs::new(layer.refresh_window());
         Ok(Core {
+            missing_packed_refs,
             parker,
             lower,
             inodes: Arc::new(inodes),
@@ -448,6 +452,7 @@ impl<L: Layer> Core<L> {
         let guess = self.layer.classify(parent_class, name, false);
         let child = self.child(parent, name)?;
         let path = child.path.as_c_str();
+        let mut packed_refs = self.packed_refs_lookup(parent_class, name);
         if guess == Class::Index && self.layer.index_split() {
             // Outside a lock the check reads HEAD, the branch and the box index as this process
             // last refreshed them (ADR 0033); a lock create's own check refreshes them again.
@@ -477,6 +482,10 @@ impl<L: Layer> Core<L> {
         let fresh = st.as_ref().map(|st| self.inodes.id_for(st));
         let (answer, ttl) = self.layer.answer(&LookupView { parent, name, class, fresh });
         let ttl = ttl.or_else(|| st.as_ref().and_then(|st| self.never_removed_dir_ttl(parent, name, class, st)));
+        let ttl = match (&st, packed_refs.as_mut()) {
+            (None, Some(a)) if ttl.is_none() => self.packed_refs_negative_ttl(a, path),
+            _ => ttl,
+        };
         let result = match (answer, st) {
             (Answer::Old(old), _) if Some(old) != fresh && self.inodes.add_lookup(old) => {
                 let st = self.inodes.with(old, |n| n.pinned.clone())?;

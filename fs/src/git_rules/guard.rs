@@ -141,6 +141,8 @@ impl<L: Layer> Core<L> {
         if self.judge.tracker.started(p) {
             return;
         }
+        // A new command sees a host's packed refs at once (ADR 0060).
+        drop(self.wait_out_missing_packed_refs());
         let g = GitDirRef::open(&self.lower, gitdir.to_path_buf());
         let raw = read_lower(&self.lower, &gitdir.join("HEAD")).ok().flatten();
         let head = raw.as_deref().and_then(|b| Head::parse(b).ok());
@@ -158,7 +160,7 @@ impl<L: Layer> Core<L> {
                     self.refresh_for(pid, &cpath(&loose));
                     let _ = crate::refresh_scope::as_process(pid, &self.recent_refresh, || read_lower(&self.lower, &loose));
                 }
-                let v = g.value(&b).ok().flatten();
+                let v = self.value_as_the_kernel_may_show(&g.common, &b, g.value(&b).ok().flatten());
                 self.heal_due_if_moved(gitdir, v.as_deref(), pid);
                 self.judge.tracker.note_ref(p, &g.common, &b, v);
                 Some(b)
@@ -198,7 +200,7 @@ impl<L: Layer> Core<L> {
             if !self.judge.tracker.has_ref(p, gitdir, rel) {
                 // The value as this process sees it: `packed-refs` as its own last look left it.
                 self.refresh_for(pid, &cpath(&gitdir.join("packed-refs")));
-                let v = self.ref_value(gitdir, rel);
+                let v = self.value_as_the_kernel_may_show(gitdir, rel, self.ref_value(gitdir, rel));
                 self.judge.tracker.note_ref(p, gitdir, rel, v);
             }
         }

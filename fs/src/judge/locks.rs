@@ -104,6 +104,11 @@ impl Locks {
             .map(|e| e.key().clone())
     }
 
+    /// True when the box holds a lock whose lower path satisfies `pred`.
+    pub fn any_held(&self, pred: impl Fn(&CStr) -> bool) -> bool {
+        self.held.iter().any(|e| pred(e.key()))
+    }
+
     /// The box record for a lock path, if the box holds it.
     pub fn holder(&self, path: &CString) -> Option<LockRecord> {
         self.held.get(path).map(|r| *r)

@@ -580,3 +580,143 @@ fn a_host_operation_behind_a_stale_negative_entry_keeps_its_index_lock() {
     assert!(!taken && !left, "seamfs took the host's index.lock while its rebase was in progress (left after: {left})\nseamfs log:\n{}", v.seamfs.log());
     assert!(raw_stale, "the control saw the new rebase-merge at once: no stale negative entry, the test shows nothing");
 }
+
+/// Moves every ref in the host's `packed-refs` back to a loose file and removes `packed-refs`:
+/// the repository of a fresh `git init` again, which never packed.
+fn unpack_refs(host: &Path) {
+    let packed = host.join(".git/packed-refs");
+    let text = std::fs::read_to_string(&packed).unwrap_or_else(|e| panic!("read {}: {e}", packed.display()));
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.starts_with('^')) {
+        let (oid, name) = line.split_once(' ').unwrap_or_else(|| panic!("malformed packed-refs line {line:?}"));
+        let loose = host.join(".git").join(name);
+        std::fs::create_dir_all(loose.parent().expect("a ref has a directory")).expect("create the ref's directory");
+        std::fs::write(&loose, format!("{oid}\n")).unwrap_or_else(|e| panic!("write {}: {e}", loose.display()));
+    }
+    std::fs::remove_file(&packed).unwrap_or_else(|e| panic!("remove {}: {e}", packed.display()));
+}
+
+/// The box looks for a ref that does not exist, so git stats the missing `packed-refs` (through
+/// seamfs the kernel now keeps that absence a moment, ADR 0060; the emulator keeps it its TTL).
+fn box_misses_a_ref(mnt: &Path) {
+    let missing = try_git(mnt, &["rev-parse", "-q", "--verify", "refs/heads/none"]);
+    assert!(missing.is_err(), "refs/heads/none exists in {}: {missing:?}", mnt.display());
+}
+
+/// (h) ADR 0060: the kernel keeps a missing `packed-refs` a moment. A host `pack-refs --prune`
+/// right after the box found it missing moves a new branch into it: the next box command must
+/// read that branch at once. The control (the emulator's 1 s negative entry) reads it missing.
+#[test]
+fn a_host_pack_refs_is_seen_by_the_next_box_command() {
+    const ROUNDS: usize = 20;
+    let v = Views::new("packed", &[]);
+    let head = git(&v.host, &["rev-parse", "HEAD"]);
+    let (mut raw_missing, mut sfs_wrong, mut within) = (0usize, Vec::new(), 0usize);
+    for n in 0..ROUNDS {
+        let name = format!("refs/heads/p{n}");
+        git(&v.host, &["update-ref", &name, &head]);
+        box_misses_a_ref(&v.seamfs.mnt);
+        box_misses_a_ref(&v.raw.mnt);
+        let missed = Instant::now();
+        git(&v.host, &["pack-refs", "--all", "--prune"]);
+        assert!(!v.host.join(".git").join(&name).exists(), "pack-refs --prune left {name} loose");
+        // The control first: seamfs may wait its kept negative entry out, the control's would expire meanwhile.
+        raw_missing += usize::from(try_git(&v.raw.mnt, &["rev-parse", "--verify", &name]).is_err());
+        // Started while the kernel could still keep the absence (ADR 0060's TTL is 500 ms at most).
+        within += usize::from(missed.elapsed() < Duration::from_millis(500));
+        let sfs = try_git(&v.seamfs.mnt, &["rev-parse", "--verify", &name]);
+        if sfs.as_deref() != Ok(head.as_str()) {
+            sfs_wrong.push(format!("round {n}: {name} read {sfs:?}"));
+        }
+        unpack_refs(&v.host);
+    }
+    eprintln!("{ROUNDS} host pack-refs: the next box command read the packed branch missing: control {raw_missing}, seamfs {}; seamfs read within 500 ms of finding packed-refs missing: {within}", sfs_wrong.len());
+    assert!(sfs_wrong.is_empty(), "through seamfs a box command after the host's pack-refs read a stale view: {sfs_wrong:#?}\nseamfs log:\n{}", v.seamfs.log());
+    assert!(within >= ROUNDS / 2, "only {within} of {ROUNDS} reads came while the kernel could keep the negative entry: the test shows nothing");
+    assert!(raw_missing > 0, "the control read every packed branch: its negative entry never hid one, the test shows nothing");
+}
+
+/// One box `git update-ref --stdin` process, driven a command at a time.
+struct UpdateRef {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl UpdateRef {
+    /// Starts it in `mnt` and opens a transaction (git reads HEAD as it starts).
+    fn start(mnt: &Path) -> UpdateRef {
+        let mut child = git_cmd(mnt)
+            .args(["update-ref", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn git update-ref --stdin in {}: {e}", mnt.display()));
+        let out = std::io::BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut u = UpdateRef { child, out };
+        assert_eq!(u.say("start").as_deref(), Some("start: ok"), "git update-ref --stdin did not start a transaction in {}", mnt.display());
+        u
+    }
+
+    /// Sends one line; returns git's answer line, None when it ended instead.
+    fn say(&mut self, line: &str) -> Option<String> {
+        use std::io::{BufRead, Write};
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        writeln!(stdin, "{line}").and_then(|()| stdin.flush()).ok()?;
+        let mut answer = String::new();
+        (self.out.read_line(&mut answer).ok()? > 0).then(|| answer.trim().to_string())
+    }
+
+    /// Creates `name` at `oid` (expected absent) and commits: Ok when git committed it, else
+    /// git's error.
+    fn create(mut self, name: &str, oid: &str) -> Result<(), String> {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("piped stdin");
+        let _ = writeln!(stdin, "create {name} {oid}");
+        let prepared = self.say("prepare");
+        let committed = prepared.as_deref() == Some("prepare: ok") && self.say("commit").as_deref() == Some("commit: ok");
+        drop(self.child.stdin.take());
+        let out = self.child.wait_with_output().expect("wait for git update-ref");
+        match (committed, out.status.success()) {
+            (true, true) => Ok(()),
+            _ => Err(format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim())),
+        }
+    }
+}
+
+/// (i) ADR 0060: a box git that started before a host `pack-refs --prune` creates a branch the
+/// host's pack just moved into `packed-refs`, while the kernel may still keep that file's
+/// absence. Under the branch's lock git must read the host's packed branch and refuse, and the
+/// host's branch keeps its commit. On the control git reads its share's stale negative entry
+/// and replaces the host's branch.
+#[test]
+fn a_box_lock_reads_the_packed_refs_the_host_just_made() {
+    const ROUNDS: usize = 12;
+    let v = Views::new("packed-lock", &[]);
+    let older = git(&v.host, &["rev-parse", "HEAD"]);
+    let head = host_commit(&v.host, 1);
+    let (mut raw_replaced, mut sfs_replaced, mut sfs_refused) = (0usize, Vec::new(), 0usize);
+    for n in 0..ROUNDS {
+        let name = format!("refs/heads/q{n}");
+        git(&v.host, &["update-ref", &name, &head]);
+        let (sfs, raw) = (UpdateRef::start(&v.seamfs.mnt), UpdateRef::start(&v.raw.mnt));
+        box_misses_a_ref(&v.seamfs.mnt);
+        box_misses_a_ref(&v.raw.mnt);
+        git(&v.host, &["pack-refs", "--all", "--prune"]);
+        // The control first: seamfs may wait its kept negative entry out, the control's would expire meanwhile.
+        let _ = raw.create(&name, &older);
+        raw_replaced += usize::from(git(&v.host, &["rev-parse", &name]) != head);
+        git(&v.host, &["update-ref", &name, &head]);
+        git(&v.host, &["pack-refs", "--all", "--prune"]);
+        let made = sfs.create(&name, &older);
+        sfs_refused += usize::from(made.is_err());
+        let now = git(&v.host, &["rev-parse", &name]);
+        if now != head {
+            sfs_replaced.push(format!("round {n}: the host's {name} is {now} (the box's create: {made:?})"));
+        }
+        unpack_refs(&v.host);
+    }
+    eprintln!("{ROUNDS} box creates of a branch the host just packed: the host's branch replaced: control {raw_replaced}, seamfs {} (refused through seamfs: {sfs_refused})", sfs_replaced.len());
+    assert!(sfs_replaced.is_empty(), "through seamfs a box lock read a stale packed-refs: {sfs_replaced:#?}\nseamfs log:\n{}", v.seamfs.log());
+    assert_eq!(sfs_refused, ROUNDS, "every box create of an existing branch must be refused");
+    assert!(raw_replaced > 0, "the control never replaced the host's branch: its negative entry hid nothing, the test shows nothing");
+}
