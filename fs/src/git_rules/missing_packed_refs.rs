@@ -30,8 +30,10 @@ use crate::layer::Layer;
 use crate::lower::Seen;
 use crate::policy::Class;
 
-/// The longest the kernel keeps a negative `packed-refs` entry (the share's TTL when shorter).
-pub(crate) const MAX_TTL: Duration = Duration::from_millis(500);
+/// The longest the kernel keeps a negative `packed-refs` entry (the share's TTL when shorter):
+/// long enough for git's bursts of guesses in a guest, short enough that the wait after a host's
+/// first `pack-refs` (twice this at most) stalls a box command little.
+pub(crate) const MAX_TTL: Duration = Duration::from_millis(250);
 /// The shortest: ADR 0020's window.
 const MIN_TTL: Duration = Duration::from_millis(50);
 

@@ -621,15 +621,15 @@ fn a_host_pack_refs_is_seen_by_the_next_box_command() {
         assert!(!v.host.join(".git").join(&name).exists(), "pack-refs --prune left {name} loose");
         // The control first: seamfs may wait its kept negative entry out, the control's would expire meanwhile.
         raw_missing += usize::from(try_git(&v.raw.mnt, &["rev-parse", "--verify", &name]).is_err());
-        // Started while the kernel could still keep the absence (ADR 0060's TTL is 500 ms at most).
-        within += usize::from(missed.elapsed() < Duration::from_millis(500));
+        // Started while the kernel could still keep the absence (ADR 0060's TTL is 250 ms at most).
+        within += usize::from(missed.elapsed() < Duration::from_millis(250));
         let sfs = try_git(&v.seamfs.mnt, &["rev-parse", "--verify", &name]);
         if sfs.as_deref() != Ok(head.as_str()) {
             sfs_wrong.push(format!("round {n}: {name} read {sfs:?}"));
         }
         unpack_refs(&v.host);
     }
-    eprintln!("{ROUNDS} host pack-refs: the next box command read the packed branch missing: control {raw_missing}, seamfs {}; seamfs read within 500 ms of finding packed-refs missing: {within}", sfs_wrong.len());
+    eprintln!("{ROUNDS} host pack-refs: the next box command read the packed branch missing: control {raw_missing}, seamfs {}; seamfs read within 250 ms of finding packed-refs missing: {within}", sfs_wrong.len());
     assert!(sfs_wrong.is_empty(), "through seamfs a box command after the host's pack-refs read a stale view: {sfs_wrong:#?}\nseamfs log:\n{}", v.seamfs.log());
     assert!(within >= ROUNDS / 2, "only {within} of {ROUNDS} reads came while the kernel could keep the negative entry: the test shows nothing");
     assert!(raw_missing > 0, "the control read every packed branch: its negative entry never hid one, the test shows nothing");
