@@ -319,7 +319,7 @@ impl<L: Layer> Core<L> {
 
     /// `lstat` of a live name just refreshed: a refresh that found it missing answers ENOENT
     /// without asking the server again.
-    fn stat_after(&self, seen: Seen, path: &CStr) -> std::io::Result<libc::stat> {
+    pub(crate) fn stat_after(&self, seen: Seen, path: &CStr) -> std::io::Result<libc::stat> {
         match seen {
             Seen::Missing => Err(std::io::Error::from_raw_os_error(libc::ENOENT)),
             _ => self.lower.stat(path),

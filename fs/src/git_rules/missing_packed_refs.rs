@@ -27,15 +27,14 @@ use parking_lot::Mutex;
 use crate::core::Core;
 use crate::gitdata::cpath;
 use crate::layer::Layer;
-use crate::lower::Seen;
 use crate::policy::Class;
+// The shortest TTL: ADR 0020's window, as for a process's own refresh.
+use crate::recent_refresh::MIN_WINDOW as MIN_TTL;
 
 /// The longest the kernel keeps a negative `packed-refs` entry (the share's TTL when shorter):
 /// long enough for git's bursts of guesses in a guest, short enough that the wait after a host's
 /// first `pack-refs` (twice this at most) stalls a box command little.
 pub(crate) const MAX_TTL: Duration = Duration::from_millis(250);
-/// The shortest: ADR 0020's window.
-const MIN_TTL: Duration = Duration::from_millis(50);
 
 /// Negative `packed-refs` entries given to the kernel, and the waits that keep them harmless.
 #[derive(Debug)]
@@ -83,13 +82,14 @@ impl MissingPackedRefs {
         self.state.lock().given.iter().any(|(p, t)| p.as_c_str() == packed && t.elapsed() < kept)
     }
 
-    /// No new negative from now until the returned guard drops; what is still answering, and
-    /// the `packed-refs` paths whose negatives the kernel may keep, with when each expires.
+    /// No new negative from now until the returned guard drops.
     fn hold(&self) -> Waiting<'_> {
         self.state.lock().waiting += 1;
         Waiting(self)
     }
 
+    /// How many answers that may give a negative are under way, and the `packed-refs` paths
+    /// whose negatives the kernel may keep, with when each expires (expired ones forgotten).
     fn outstanding(&self) -> (usize, Vec<(CString, Instant)>) {
         let kept = self.kept_for();
         let mut s = self.state.lock();
@@ -190,10 +190,7 @@ impl<L: Layer> Core<L> {
 
     /// Whether the share's server holds `path` now (a forced revalidation first).
     fn share_holds(&self, path: &CStr) -> bool {
-        match self.lower.refresh_again(path) {
-            Seen::Missing => false,
-            _ => self.lower.stat(path).is_ok(),
-        }
+        self.stat_after(self.lower.refresh_again(path), path).is_ok()
     }
 
     /// A ref's value `v` (read from the share) as the process may have read it: absent when its
